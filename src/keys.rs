@@ -1,0 +1,43 @@
+//! Every label, annotation and well-known key kube-tas reads or writes, in one place.
+//!
+//! The `kueue.x-k8s.io/...` keys are Kueue's own: users submit the same Jobs to kube-tas as
+//! they would to Kueue, so the spelling must match Kueue's constants exactly.
+
+/// Pod-template annotation: all pods of the PodSet in one domain of this level.
+pub const PODSET_REQUIRED_TOPOLOGY: &str = "kueue.x-k8s.io/podset-required-topology";
+/// Pod-template annotation: try this level, climb on failure.
+pub const PODSET_PREFERRED_TOPOLOGY: &str = "kueue.x-k8s.io/podset-preferred-topology";
+/// Pod-template annotation: TAS capacity check with no compactness constraint (a bool).
+pub const PODSET_UNCONSTRAINED_TOPOLOGY: &str = "kueue.x-k8s.io/podset-unconstrained-topology";
+/// Pod-template annotation: each slice inside one domain of this level.
+pub const PODSET_SLICE_REQUIRED_TOPOLOGY: &str = "kueue.x-k8s.io/podset-slice-required-topology";
+/// Pod-template annotation: the slice size (int32 ≥ 1).
+pub const PODSET_SLICE_SIZE: &str = "kueue.x-k8s.io/podset-slice-size";
+/// Pod-template annotation: multi-layer slice constraints, a JSON array outermost first.
+pub const PODSET_SLICE_REQUIRED_TOPOLOGY_CONSTRAINTS: &str =
+    "kueue.x-k8s.io/podset-slice-required-topology-constraints";
+/// Pod-template annotation: joins two PodSets (leader and workers).
+pub const PODSET_GROUP_NAME: &str = "kueue.x-k8s.io/podset-group-name";
+
+/// The annotations whose presence makes a bound pod a TAS pod (its usage is not "non-TAS").
+pub const TAS_POD_ANNOTATIONS: [&str; 5] = [
+    PODSET_REQUIRED_TOPOLOGY,
+    PODSET_PREFERRED_TOPOLOGY,
+    PODSET_SLICE_REQUIRED_TOPOLOGY,
+    PODSET_SLICE_REQUIRED_TOPOLOGY_CONSTRAINTS,
+    PODSET_UNCONSTRAINED_TOPOLOGY,
+];
+
+/// Job / pod label naming the LocalQueue.
+pub const QUEUE_NAME_LABEL: &str = "kueue.x-k8s.io/queue-name";
+/// Legacy annotation form of the queue name (Kueue still reads it).
+pub const QUEUE_NAME_ANNOTATION: &str = "kueue.x-k8s.io/queue-name";
+/// Plain pod groups: the group's name (label).
+pub const POD_GROUP_NAME_LABEL: &str = "kueue.x-k8s.io/pod-group-name";
+/// Plain pod groups: how many pods the group has (annotation).
+pub const POD_GROUP_TOTAL_COUNT: &str = "kueue.x-k8s.io/pod-group-total-count";
+
+/// The node label of the lowest level in "hostname-lowest" mode.
+pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
+/// Completion index of an Indexed Job's pod.
+pub const JOB_COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";

@@ -1,0 +1,17 @@
+//! The placement engine: PURE (no I/O, no async, no kube client).
+//!
+//! It turns node labels into a domain tree (blocks → racks → hosts), counts how many pods of a
+//! request every domain can hold, and chooses domains exactly as Kueue's Topology Aware
+//! Scheduling does. Everything above this module (cluster view, plans, extender, webhook) calls
+//! in; nothing here calls out.
+
+pub mod gates;
+pub mod node;
+pub mod request;
+pub mod resources;
+
+pub use gates::FeatureGates;
+pub use node::NodeInfo;
+pub use request::{PodSetSpec, SliceLayer, TopologyRequest};
+pub use resources::ResourceList;
+pub mod validation;
