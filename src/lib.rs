@@ -6,4 +6,5 @@
 
 pub mod cluster;
 pub mod keys;
+pub mod synthetic;
 pub mod topology;

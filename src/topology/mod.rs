@@ -5,10 +5,18 @@
 //! Scheduling does. Everything above this module (cluster view, plans, extender, webhook) calls
 //! in; nothing here calls out.
 
+pub mod balanced;
+#[cfg(test)]
+pub mod fixtures;
+pub mod capacity;
+pub mod counting;
 pub mod gates;
+pub mod message;
 pub mod node;
+pub mod placement;
 pub mod request;
 pub mod resources;
+pub mod tree;
 
 pub use gates::FeatureGates;
 pub use node::NodeInfo;

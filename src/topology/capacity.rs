@@ -1,0 +1,64 @@
+//! Free capacity per leaf: allocatable minus the usage of every pod (and plan) on its nodes.
+//!
+//! A `FreeCapacity` is the mutable half of a placement snapshot: the tree is shared and
+//! immutable, the capacity is copied per decision and reduced as placements are made.
+//! Values may go negative (over-committed nodes); counting treats that as no room.
+
+use super::resources::{PODS, ResourceList};
+use super::tree::{DomainIdx, TopologyTree};
+
+/// Remaining resources per leaf, on the tree's dense resource axis.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FreeCapacity {
+    per_domain: Vec<Vec<i64>>,
+}
+
+impl FreeCapacity {
+    /// Capacity with no usage at all: every leaf's allocatable.
+    pub fn empty(tree: &TopologyTree) -> Self {
+        let per_domain = tree.domains.iter().map(|d| d.capacity.clone()).collect();
+        Self { per_domain }
+    }
+
+    /// Allocatable minus the given usage, one entry per pod: (node name, its requests).
+    /// Each entry also takes one `pods` slot. Usage on nodes outside the tree is ignored
+    /// (Kueue drops usage of domains that no longer have a leaf).
+    pub fn with_pod_usage<'a>(
+        tree: &TopologyTree,
+        pods: impl IntoIterator<Item = (&'a str, &'a ResourceList)>,
+    ) -> Self {
+        let mut free = Self::empty(tree);
+        for (node, requests) in pods {
+            if let Some(leaf) = tree.leaf_of_node(node) {
+                free.take(tree, leaf, requests, 1);
+            }
+        }
+        free
+    }
+
+    /// Takes `count` pods of `requests` (plus one `pods` slot each) from a leaf.
+    pub fn take(&mut self, tree: &TopologyTree, leaf: DomainIdx, requests: &ResourceList, count: i64) {
+        let slot = &mut self.per_domain[leaf];
+        for (name, value) in requests {
+            if name == PODS {
+                continue;
+            }
+            if let Some(id) = tree.resource_id(name) {
+                slot[id] = slot[id].saturating_sub(value.saturating_mul(count));
+            }
+        }
+        if let Some(id) = tree.resource_id(PODS) {
+            slot[id] = slot[id].saturating_sub(count);
+        }
+    }
+
+    /// Gives back what [`FreeCapacity::take`] took.
+    pub fn give(&mut self, tree: &TopologyTree, leaf: DomainIdx, requests: &ResourceList, count: i64) {
+        self.take(tree, leaf, requests, count.saturating_neg());
+    }
+
+    /// The remaining resources of a leaf.
+    pub fn remaining(&self, leaf: DomainIdx) -> &[i64] {
+        &self.per_domain[leaf]
+    }
+}

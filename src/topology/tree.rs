@@ -1,0 +1,238 @@
+//! The domain tree of one ResourceFlavor: levels from its Topology, domains from node labels.
+//!
+//! Invariants: built once per cluster change and never mutated afterwards (requests carry
+//! their own scratch state); domains are stored densely and every level's list is sorted by
+//! the full label path, which is also Kueue's tie-breaker order; in hostname-lowest mode a leaf
+//! is one hostname (nodes sharing it pool their allocatable, the first node gives the path),
+//! otherwise a leaf pools every node with the same full label path.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use super::node::NodeInfo;
+use super::resources::ResourceList;
+use crate::keys::HOSTNAME_LABEL;
+
+/// Dense index of a domain in [`TopologyTree::domains`].
+pub type DomainIdx = usize;
+
+/// One domain: a distinct label path prefix at some level.
+#[derive(Debug, Clone)]
+pub struct Domain {
+    /// Depth: 0 is the top level.
+    pub level: usize,
+    /// The label values of levels `0..=level`, outermost first.
+    pub values: Vec<String>,
+    /// Parent domain (none at level 0).
+    pub parent: Option<DomainIdx>,
+    /// Child domains, sorted by values.
+    pub children: Vec<DomainIdx>,
+    /// Position of this domain in its level's sorted list (Kueue's level-values order).
+    pub rank: usize,
+    /// For a leaf: the nodes pooled in it (indexes into [`TopologyTree::nodes`]), first node first.
+    pub nodes: Vec<usize>,
+    /// For a leaf: the summed allocatable, as a dense vector over [`TopologyTree::resources`].
+    pub capacity: Vec<i64>,
+}
+
+impl Domain {
+    /// The domain's ID as Kueue writes it: the values joined by `,`.
+    pub fn id(&self) -> String {
+        self.values.join(",")
+    }
+}
+
+/// The topology tree for one flavor at one cluster generation.
+#[derive(Debug, Clone)]
+pub struct TopologyTree {
+    /// The Topology's name (used in failure messages).
+    pub topology_name: String,
+    /// Level node labels, outermost first.
+    pub levels: Vec<String>,
+    /// The lowest level is `kubernetes.io/hostname`: leaves are single hosts and the node
+    /// filters (taints, nodeSelector, affinity) apply.
+    pub hostname_lowest: bool,
+    /// Every domain, dense.
+    pub domains: Vec<Domain>,
+    /// Domains of each level, sorted by values.
+    pub by_level: Vec<Vec<DomainIdx>>,
+    /// Resource names present on any member node, sorted: the dense resource axis.
+    pub resources: Vec<String>,
+    /// Member nodes (ready, schedulable, matching the flavor, carrying every level label).
+    pub nodes: Vec<NodeInfo>,
+    node_leaf: HashMap<String, DomainIdx>,
+    resource_ids: HashMap<String, usize>,
+}
+
+impl TopologyTree {
+    /// Builds the tree from the nodes that belong to the flavor: Ready, schedulable, carrying
+    /// every `flavor_node_labels` entry and every level label.
+    pub fn build(
+        topology_name: &str,
+        levels: &[String],
+        flavor_node_labels: &BTreeMap<String, String>,
+        nodes: &[NodeInfo],
+    ) -> Self {
+        let hostname_lowest = levels.last().is_some_and(|l| l == HOSTNAME_LABEL);
+        let members: Vec<&NodeInfo> = nodes
+            .iter()
+            .filter(|n| n.schedulable_and_ready())
+            .filter(|n| flavor_node_labels.iter().all(|(k, v)| n.labels.get(k) == Some(v)))
+            .filter(|n| levels.iter().all(|l| n.labels.contains_key(l)))
+            .collect();
+        let resources: Vec<String> = members
+            .iter()
+            .flat_map(|n| n.allocatable.keys().cloned())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let resource_ids: HashMap<String, usize> =
+            resources.iter().enumerate().map(|(i, r)| (r.clone(), i)).collect();
+
+        // Leaves first: key → (path, node indexes).
+        let mut leaf_keys: HashMap<Vec<String>, usize> = HashMap::new();
+        let mut leaves: Vec<(Vec<String>, Vec<usize>)> = Vec::new();
+        let mut member_nodes = Vec::with_capacity(members.len());
+        for node in members {
+            let path: Vec<String> = levels.iter().map(|l| node.labels[l].clone()).collect();
+            let key = if hostname_lowest {
+                vec![path.last().cloned().unwrap_or_default()]
+            } else {
+                path.clone()
+            };
+            let node_idx = member_nodes.len();
+            member_nodes.push(node.clone());
+            match leaf_keys.get(&key) {
+                Some(&i) => leaves[i].1.push(node_idx),
+                None => {
+                    leaf_keys.insert(key, leaves.len());
+                    leaves.push((path, vec![node_idx]));
+                }
+            }
+        }
+
+        // Every prefix of every leaf path is a domain; collect and sort per level.
+        let depth = levels.len();
+        let mut per_level: Vec<BTreeMap<Vec<String>, Vec<usize>>> = vec![BTreeMap::new(); depth];
+        for (path, nodes) in &leaves {
+            for lvl in 0..depth.saturating_sub(1) {
+                per_level[lvl].entry(path[..=lvl].to_vec()).or_default();
+            }
+            if depth > 0 {
+                per_level[depth - 1].insert(path.clone(), nodes.clone());
+            }
+        }
+        let mut domains = Vec::new();
+        let mut by_level = Vec::with_capacity(depth);
+        let mut index: HashMap<Vec<String>, DomainIdx> = HashMap::new();
+        for (lvl, level_domains) in per_level.into_iter().enumerate() {
+            let mut ids = Vec::with_capacity(level_domains.len());
+            for (rank, (values, nodes)) in level_domains.into_iter().enumerate() {
+                let parent = (lvl > 0).then(|| index[&values[..lvl].to_vec()]);
+                let idx = domains.len();
+                let mut capacity = vec![0i64; resources.len()];
+                for &n in &nodes {
+                    for (name, value) in &member_nodes[n].allocatable {
+                        let slot = &mut capacity[resource_ids[name]];
+                        *slot = slot.saturating_add(*value);
+                    }
+                }
+                if let Some(p) = parent {
+                    let parent_domain: &mut Domain = &mut domains[p];
+                    parent_domain.children.push(idx);
+                }
+                index.insert(values.clone(), idx);
+                domains.push(Domain {
+                    level: lvl,
+                    values,
+                    parent,
+                    children: Vec::new(),
+                    rank,
+                    nodes,
+                    capacity,
+                });
+                ids.push(idx);
+            }
+            by_level.push(ids);
+        }
+        let mut node_leaf = HashMap::new();
+        if let Some(leaf_ids) = by_level.last() {
+            for &leaf in leaf_ids {
+                for &n in &domains[leaf].nodes {
+                    node_leaf.insert(member_nodes[n].name.clone(), leaf);
+                }
+            }
+        }
+        Self {
+            topology_name: topology_name.to_string(),
+            levels: levels.to_vec(),
+            hostname_lowest,
+            domains,
+            by_level,
+            resources,
+            nodes: member_nodes,
+            node_leaf,
+            resource_ids,
+        }
+    }
+
+    /// Number of levels.
+    pub fn depth(&self) -> usize {
+        self.levels.len()
+    }
+
+    /// The leaves (lowest-level domains), sorted by path.
+    pub fn leaves(&self) -> &[DomainIdx] {
+        self.by_level.last().map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// Index of a level by its node label.
+    pub fn level_index(&self, label: &str) -> Option<usize> {
+        self.levels.iter().position(|l| l == label)
+    }
+
+    /// The leaf holding a member node.
+    pub fn leaf_of_node(&self, node_name: &str) -> Option<DomainIdx> {
+        self.node_leaf.get(node_name).copied()
+    }
+
+    /// The leaf with this full label path, if any.
+    pub fn leaf_by_values(&self, values: &[String]) -> Option<DomainIdx> {
+        let leaves = self.leaves();
+        leaves
+            .binary_search_by(|&d| self.domains[d].values.as_slice().cmp(values))
+            .ok()
+            .map(|i| leaves[i])
+    }
+
+    /// Dense resource id of a resource name.
+    pub fn resource_id(&self, name: &str) -> Option<usize> {
+        self.resource_ids.get(name).copied()
+    }
+
+    /// The ancestor of `d` at `level` (itself when already there).
+    pub fn ancestor_at(&self, mut d: DomainIdx, level: usize) -> DomainIdx {
+        while self.domains[d].level > level {
+            match self.domains[d].parent {
+                Some(p) => d = p,
+                None => break,
+            }
+        }
+        d
+    }
+
+    /// The first node of a leaf: the one whose labels and taints the node filters read.
+    pub fn leaf_node(&self, leaf: DomainIdx) -> Option<&NodeInfo> {
+        self.domains[leaf].nodes.first().map(|&n| &self.nodes[n])
+    }
+
+    /// Converts a resource list to the dense axis; resources no member node has are dropped.
+    pub fn dense(&self, list: &ResourceList) -> Vec<i64> {
+        let mut v = vec![0i64; self.resources.len()];
+        for (name, value) in list {
+            if let Some(id) = self.resource_id(name) {
+                v[id] = v[id].saturating_add(*value);
+            }
+        }
+        v
+    }
+}
