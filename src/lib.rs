@@ -1,10 +1,17 @@
 //! kube-tas: topology-aware gang placement for any Kubernetes cluster, through a
 //! kube-scheduler HTTP extender and a mutating admission webhook that speak Kueue's TAS
-//! annotations. `topology` is the pure placement core; `cluster` is the view of the cluster
-//! it places on.
+//! annotations.
+//!
+//! `topology` is the pure placement core; `cluster` is the view of the cluster it places on;
+//! `admission` decides workloads as the webhook does; `simulate` is the what-if loop behind
+//! `kube-tas simulate`; `cli` is the command line.
 #![forbid(unsafe_code)]
 
+pub mod admission;
+pub mod cli;
 pub mod cluster;
 pub mod keys;
+pub mod simulate;
+pub mod simulate_table;
 pub mod synthetic;
 pub mod topology;

@@ -339,7 +339,8 @@ fn yaml_str(s: &str) -> Cow<'_, str> {
         "none", "nil",
     ];
     let plain = s.as_bytes().first().is_some_and(u8::is_ascii_alphabetic)
-        && s.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.' | b'/'))
+        && s.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.' | b'/'))
         && !RESERVED.contains(&s.to_ascii_lowercase().as_str());
     if plain {
         return Cow::Borrowed(s);
@@ -407,9 +408,30 @@ mod tests {
     fn counts_per_kind() {
         let cases = [
             (SyntheticCluster::default(), 8, 0),
-            (SyntheticCluster { busy_fraction_percent: 50, ..Default::default() }, 8, 4),
-            (SyntheticCluster { busy_fraction_percent: 100, ..Default::default() }, 8, 8),
-            (SyntheticCluster { busy_fraction_percent: 250, ..Default::default() }, 8, 8),
+            (
+                SyntheticCluster {
+                    busy_fraction_percent: 50,
+                    ..Default::default()
+                },
+                8,
+                4,
+            ),
+            (
+                SyntheticCluster {
+                    busy_fraction_percent: 100,
+                    ..Default::default()
+                },
+                8,
+                8,
+            ),
+            (
+                SyntheticCluster {
+                    busy_fraction_percent: 250,
+                    ..Default::default()
+                },
+                8,
+                8,
+            ),
             (
                 SyntheticCluster {
                     blocks: 3,
@@ -422,7 +444,14 @@ mod tests {
                 105,
                 34,
             ),
-            (SyntheticCluster { blocks: 0, ..Default::default() }, 0, 0),
+            (
+                SyntheticCluster {
+                    blocks: 0,
+                    ..Default::default()
+                },
+                0,
+                0,
+            ),
         ];
         for (c, nodes, busy) in cases {
             assert_eq!(c.node_count(), nodes as u128);
@@ -461,7 +490,10 @@ mod tests {
             assert!(name.starts_with("gke-cluster-pool-"), "{name}");
             let labels = node.metadata.labels.clone().unwrap_or_default();
             assert_eq!(labels.get(HOSTNAME_LABEL), Some(&name));
-            assert_eq!(labels.get(NODE_GROUP_LABEL).map(String::as_str), Some("tas"));
+            assert_eq!(
+                labels.get(NODE_GROUP_LABEL).map(String::as_str),
+                Some("tas")
+            );
             assert!(labels.contains_key(BLOCK_LABEL));
             racks.insert((labels[BLOCK_LABEL].clone(), labels[RACK_LABEL].clone()));
             let status = node.status.unwrap_or_default();
@@ -471,7 +503,11 @@ mod tests {
             assert_eq!(alloc.get("pods").map(|q| q.0.as_str()), Some("110"));
             assert_eq!(alloc.get(GPU_RESOURCE).map(|q| q.0.as_str()), Some("8"));
             let ready = status.conditions.unwrap_or_default();
-            assert!(ready.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+            assert!(
+                ready
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.status == "True")
+            );
             assert!(names.insert(name), "duplicate node name");
         }
         assert_eq!(names.len(), 24);
@@ -485,10 +521,18 @@ mod tests {
             let spec = pod.spec.unwrap_or_default();
             assert!(names.contains(spec.node_name.as_deref().unwrap_or_default()));
             assert_eq!(pod.status.and_then(|s| s.phase).as_deref(), Some("Running"));
-            let cpu = spec.containers[0].resources.clone().and_then(|r| r.requests);
-            let cpu = cpu.and_then(|r| r.get("cpu").map(|q| q.0.clone())).unwrap_or_default();
+            let cpu = spec.containers[0]
+                .resources
+                .clone()
+                .and_then(|r| r.requests);
+            let cpu = cpu
+                .and_then(|r| r.get("cpu").map(|q| q.0.clone()))
+                .unwrap_or_default();
             let millis: u32 = cpu.trim_end_matches('m').parse().unwrap_or(0);
-            assert!((250..=4000).contains(&millis) && millis % 250 == 0, "{cpu}");
+            assert!(
+                (250..=4000).contains(&millis) && millis.is_multiple_of(250),
+                "{cpu}"
+            );
         }
     }
 
@@ -503,8 +547,15 @@ mod tests {
 
     #[test]
     fn deterministic_per_seed() {
-        let a = SyntheticCluster { busy_fraction_percent: 50, seed: 1, ..Default::default() };
-        let b = SyntheticCluster { seed: 2, ..a.clone() };
+        let a = SyntheticCluster {
+            busy_fraction_percent: 50,
+            seed: 1,
+            ..Default::default()
+        };
+        let b = SyntheticCluster {
+            seed: 2,
+            ..a.clone()
+        };
         assert_eq!(a.to_yaml(), a.clone().to_yaml());
         assert_ne!(a.to_yaml(), b.to_yaml());
     }
@@ -532,13 +583,15 @@ mod tests {
 
     #[test]
     fn queue_objects_reference_each_other() {
-        let c = SyntheticCluster { gpus_per_node: 4, ..Default::default() };
+        let c = SyntheticCluster {
+            gpus_per_node: 4,
+            ..Default::default()
+        };
         let d = docs(&c.to_yaml());
         let topo = of_kind(&d, "Topology")[0];
-        let levels: Vec<&str> =
-            topo["spec"]["levels"].as_array().map_or(vec![], |l| {
-                l.iter().filter_map(|x| x["nodeLabel"].as_str()).collect()
-            });
+        let levels: Vec<&str> = topo["spec"]["levels"].as_array().map_or(vec![], |l| {
+            l.iter().filter_map(|x| x["nodeLabel"].as_str()).collect()
+        });
         assert_eq!(levels, [BLOCK_LABEL, RACK_LABEL, HOSTNAME_LABEL]);
         let rf = of_kind(&d, "ResourceFlavor")[0];
         assert_eq!(rf["spec"]["topologyName"], TOPOLOGY_NAME);
@@ -567,8 +620,14 @@ mod tests {
             let d = docs(&yaml);
             assert_eq!(d.len(), 1);
             assert_eq!(d[0]["metadata"]["name"], name);
-            assert_eq!(d[0]["metadata"]["labels"][QUEUE_NAME_LABEL], LOCAL_QUEUE_NAME);
-            assert_eq!(d[0]["spec"]["template"]["metadata"]["annotations"][key], value);
+            assert_eq!(
+                d[0]["metadata"]["labels"][QUEUE_NAME_LABEL],
+                LOCAL_QUEUE_NAME
+            );
+            assert_eq!(
+                d[0]["spec"]["template"]["metadata"]["annotations"][key],
+                value
+            );
             let job: Job = match serde_json::from_value(d[0].clone()) {
                 Ok(j) => j,
                 Err(e) => panic!("not a Job: {e}\n{yaml}"),
@@ -579,7 +638,10 @@ mod tests {
             assert_eq!(spec.completion_mode.as_deref(), Some("Indexed"));
             let pod = spec.template.spec.unwrap_or_default();
             let req = pod.containers[0].resources.clone().and_then(|r| r.requests);
-            assert_eq!(req.and_then(|r| r.get("cpu").map(|q| q.0.clone())), Some(format!("{millis}m")));
+            assert_eq!(
+                req.and_then(|r| r.get("cpu").map(|q| q.0.clone())),
+                Some(format!("{millis}m"))
+            );
         }
         let bare = docs(&job_yaml("plain", 2, 1000, "", "ignored"));
         assert!(bare[0]["spec"]["template"].get("metadata").is_none());
@@ -598,7 +660,10 @@ mod tests {
     fn yaml_str_quotes_when_needed() {
         let cases = [
             ("abc", "abc"),
-            ("cloud.provider.com/topology-rack", "cloud.provider.com/topology-rack"),
+            (
+                "cloud.provider.com/topology-rack",
+                "cloud.provider.com/topology-rack",
+            ),
             ("true", "\"true\""),
             ("No", "\"No\""),
             ("8", "\"8\""),
@@ -644,17 +709,31 @@ mod tests {
     fn examples_parse_and_count() {
         let files = example_docs();
         let names: Vec<&str> = files.keys().map(String::as_str).collect();
-        assert_eq!(names, ["00-topology.yaml", "10-nodes.yaml", "20-running.yaml", "30-jobs.yaml"]);
+        assert_eq!(
+            names,
+            [
+                "00-topology.yaml",
+                "10-nodes.yaml",
+                "20-running.yaml",
+                "30-jobs.yaml"
+            ]
+        );
         let count = |file: &str| kinds(&files[file]);
         let topo = count("00-topology.yaml");
         assert_eq!(topo.get("Topology"), Some(&1));
         assert_eq!(topo.get("ResourceFlavor"), Some(&2));
         assert_eq!(topo.get("ClusterQueue"), Some(&2));
         assert_eq!(topo.get("LocalQueue"), Some(&2));
-        assert_eq!(count("10-nodes.yaml"), BTreeMap::from([("Node".to_string(), 40)]));
+        assert_eq!(
+            count("10-nodes.yaml"),
+            BTreeMap::from([("Node".to_string(), 40)])
+        );
         let running = count("20-running.yaml");
         assert_eq!(running.keys().collect::<Vec<_>>(), ["Pod"]);
-        assert_eq!(count("30-jobs.yaml"), BTreeMap::from([("Job".to_string(), 7)]));
+        assert_eq!(
+            count("30-jobs.yaml"),
+            BTreeMap::from([("Job".to_string(), 7)])
+        );
     }
 
     #[test]
@@ -679,7 +758,12 @@ mod tests {
                 assert!(alloc.contains_key(r), "{name} lacks allocatable {r}");
             }
             let conditions = status.conditions.unwrap_or_default();
-            assert!(conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"), "{name}");
+            assert!(
+                conditions
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.status == "True"),
+                "{name}"
+            );
             nodes.insert(name, node);
         }
         assert_eq!(nodes.len(), 40);
@@ -697,7 +781,10 @@ mod tests {
             let taints = node.spec.clone().and_then(|s| s.taints).unwrap_or_default();
             if name.starts_with("gpu-") {
                 let untolerated = first_untolerated_taint(&taints, &[]).map(taint_to_string);
-                assert_eq!(untolerated.as_deref(), Some("nvidia.com/gpu=present:NoSchedule"));
+                assert_eq!(
+                    untolerated.as_deref(),
+                    Some("nvidia.com/gpu=present:NoSchedule")
+                );
                 assert_eq!(first_untolerated_taint(&taints, &tolerations), None);
             } else {
                 assert!(taints.is_empty(), "{name}");
@@ -711,7 +798,10 @@ mod tests {
             };
             let spec = pod.spec.unwrap_or_default();
             let node = spec.node_name.unwrap_or_default();
-            assert!(node.starts_with("b1-") && nodes.contains_key(&node), "{node}");
+            assert!(
+                node.starts_with("b1-") && nodes.contains_key(&node),
+                "{node}"
+            );
             assert_eq!(pod.status.and_then(|s| s.phase).as_deref(), Some("Running"));
         }
 
@@ -726,12 +816,23 @@ mod tests {
                 Err(e) => panic!("not a Job: {e}"),
             };
             let labels = job.metadata.labels.clone().unwrap_or_default();
-            let queue = labels.get(QUEUE_NAME_LABEL).map(String::as_str).unwrap_or_default();
-            assert!(queues.contains(queue), "{:?} uses unknown queue {queue}", job.metadata.name);
+            let queue = labels
+                .get(QUEUE_NAME_LABEL)
+                .map(String::as_str)
+                .unwrap_or_default();
+            assert!(
+                queues.contains(queue),
+                "{:?} uses unknown queue {queue}",
+                job.metadata.name
+            );
             let spec = job.spec.unwrap_or_default();
             assert_eq!(spec.parallelism, spec.completions);
             assert_eq!(spec.completion_mode.as_deref(), Some("Indexed"));
-            let annotations = spec.template.metadata.and_then(|m| m.annotations).unwrap_or_default();
+            let annotations = spec
+                .template
+                .metadata
+                .and_then(|m| m.annotations)
+                .unwrap_or_default();
             assert!(!annotations.is_empty(), "{:?}", job.metadata.name);
         }
     }

@@ -1,2 +1,176 @@
 //! The cluster view: Nodes, Pods, Jobs and Kueue's Topology / ResourceFlavor / ClusterQueue /
-//! LocalQueue, loaded from manifests (or, later, from live reflectors).
+//! LocalQueue, loaded from manifests (or, later, from live reflectors) into one [`Cluster`].
+//!
+//! What lives here:
+//! * [`quantity`]: Kubernetes quantities and the `i64` units Kueue counts in;
+//! * [`pod_requests`]: a pod's effective requests (containers, init containers, sidecars,
+//!   overhead, pod-level resources);
+//! * [`kueue`]: serde types for Kueue's objects;
+//! * `load`: [`load_paths`], which reads files and folders of manifests and builds a
+//!   [`Cluster`], naming the file, document, object and field of anything malformed.
+//!
+//! Invariants of a loaded [`Cluster`]: every object has a name; no two objects of one kind
+//! share a namespace and name; every quantity parsed; nodes, bound pods and workloads are in
+//! file order (files sorted by path within a folder, documents in stream order).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+use crate::topology::{NodeInfo, PodSetSpec, ResourceList};
+
+pub mod kueue;
+mod load;
+pub mod pod_requests;
+pub mod quantity;
+mod workloads;
+
+pub use kueue::{ClusterQueue, LocalQueue, ResourceFlavor, Topology};
+pub use load::{LoadError, load_paths};
+pub use pod_requests::pod_requests;
+pub use quantity::{QuantityError, QuantityValue, parse_quantity};
+
+/// Everything kube-tas knows about a cluster.
+#[derive(Debug, Clone, Default)]
+pub struct Cluster {
+    /// All nodes, in file order (ready or not; placement decides which count).
+    pub nodes: Vec<NodeInfo>,
+    /// Pods with `spec.nodeName` set whose phase is neither `Succeeded` nor `Failed`.
+    pub bound_pods: Vec<BoundPod>,
+    /// Pending workloads (Jobs, single pods and plain pod groups), in file order.
+    pub workloads: Vec<Workload>,
+    /// Kueue `Topology` objects by name.
+    pub topologies: BTreeMap<String, Topology>,
+    /// Kueue `ResourceFlavor` objects by name.
+    pub resource_flavors: BTreeMap<String, ResourceFlavor>,
+    /// Kueue `ClusterQueue` objects by name.
+    pub cluster_queues: BTreeMap<String, ClusterQueue>,
+    /// Kueue `LocalQueue` objects by (namespace, name).
+    pub local_queues: BTreeMap<(String, String), LocalQueue>,
+    /// Things skipped on the way in (unsupported kinds, ...), one sentence each.
+    pub warnings: Vec<String>,
+}
+
+/// A pod that holds capacity on a node.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BoundPod {
+    /// `metadata.namespace` (`default` when absent).
+    pub namespace: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.uid`, when the manifest has one.
+    pub uid: Option<String>,
+    /// `spec.nodeName`.
+    pub node_name: String,
+    /// Effective requests ([`pod_requests()`]), without the `pods` slot.
+    pub requests: ResourceList,
+    /// Carries one of [`crate::keys::TAS_POD_ANNOTATIONS`]: its usage is TAS usage.
+    pub tas: bool,
+    /// The name of the Job that controls it (a controller `ownerReference` of kind `Job`).
+    pub owner_job: Option<String>,
+    /// `metadata.labels`.
+    pub labels: BTreeMap<String, String>,
+    /// `metadata.annotations`.
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// What kind of object a pending workload comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WorkloadKind {
+    /// A `batch/v1` Job.
+    Job,
+    /// A single pod that no Job controls.
+    Pod,
+    /// Pods joined by `kueue.x-k8s.io/pod-group-name` (+ `pod-group-total-count`).
+    PodGroup,
+}
+
+impl WorkloadKind {
+    /// The name shown in messages and output (`Job`, `Pod`, `PodGroup`).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            WorkloadKind::Job => "Job",
+            WorkloadKind::Pod => "Pod",
+            WorkloadKind::PodGroup => "PodGroup",
+        }
+    }
+}
+
+impl fmt::Display for WorkloadKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A workload waiting to be placed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workload {
+    /// Where it comes from.
+    pub kind: WorkloadKind,
+    /// Its namespace (`default` when absent).
+    pub namespace: String,
+    /// The Job's, pod's or pod group's name.
+    pub name: String,
+    /// `kueue.x-k8s.io/queue-name` (label, else annotation), naming a LocalQueue.
+    pub queue_name: Option<String>,
+    /// The PodSets to place (one, named `main`, for every kind loaded today).
+    pub pod_sets: Vec<PendingPodSet>,
+    /// The manifest it was read from.
+    pub source: Source,
+}
+
+/// One PodSet of a pending workload, with what admission still needs to decide.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingPodSet {
+    /// Count, requests, scheduling constraints. `topology` is `None` and `implied` false:
+    /// admission fills them from `annotations` and the ClusterQueue.
+    pub spec: PodSetSpec,
+    /// The pod template's annotations (where the `kueue.x-k8s.io/podset-*` keys live).
+    pub annotations: BTreeMap<String, String>,
+    /// Where those annotations sit in the object, for messages:
+    /// `spec.template.metadata.annotations` (Job) or `metadata.annotations` (Pod).
+    pub annotations_path: String,
+}
+
+/// Where an object was read: a file, the 1-based document in its YAML/JSON stream and, for
+/// objects inside a `List`, the index in `items`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Source {
+    /// The file.
+    pub path: PathBuf,
+    /// The document number, from 1.
+    pub document: usize,
+    /// The index in the document's `items` when the document is a `List`.
+    pub item: Option<usize>,
+}
+
+impl fmt::Display for Source {
+    /// `cluster.yaml: document 3`, or `cluster.yaml: document 1 items[4]` inside a List.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: document {}", self.path.display(), self.document)?;
+        if let Some(item) = self.item {
+            write!(f, " items[{item}]")?;
+        }
+        Ok(())
+    }
+}
+
+/// A problem with one field of an object: `{field}: {message}`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct FieldError {
+    /// The field path inside the object, e.g. `status.allocatable.cpu`.
+    pub field: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl FieldError {
+    /// A problem with `field`.
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        FieldError {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}

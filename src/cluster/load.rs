@@ -1,0 +1,654 @@
+//! Loading a [`Cluster`] from manifest files: `kube-tas simulate PATH...` and
+//! `serve --cluster PATH...`.
+//!
+//! A path is a file or a folder; a folder contributes every `*.yaml`, `*.yml` and `*.json`
+//! below it, recursively, sorted by path (names starting with `.` are skipped, like the
+//! `..data` links of a mounted ConfigMap). A file is a stream of documents: YAML separated by
+//! `---`, or concatenated JSON values for `*.json`. A `List` (or `NodeList`, `PodList`, ...)
+//! is expanded into its items. Each document becomes a `serde_json::Value`, is dispatched on
+//! `apiVersion`/`kind`, then decoded through `serde_path_to_error` so a bad field is named.
+//!
+//! Every failure names the file, the document (1-based, counting empty ones), the object and
+//! the field; YAML syntax errors name the line. Unsupported kinds are skipped with a warning.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use super::kueue::{self, ClusterQueue, LocalQueue, ResourceFlavor, Topology};
+use super::pod_requests::parse_non_negative;
+use super::quantity::{parse_quantity, resource_amount};
+use super::workloads::{self, Seen};
+use super::{Cluster, FieldError, Source};
+use crate::topology::{NodeInfo, ResourceList};
+
+/// Why a cluster could not be loaded. Every message names the file; object errors also name
+/// the document, the object and the field.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// A path could not be read (missing, unreadable, not UTF-8, ...).
+    #[error("{}: cannot read: {source}", .path.display())]
+    Read {
+        /// The path.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file is not valid YAML (or JSON, for `*.json`).
+    #[error("{}{}: invalid {format}: {message}", .path.display(), position(.line, .column))]
+    Syntax {
+        /// The file.
+        path: PathBuf,
+        /// `"YAML"` or `"JSON"`.
+        format: &'static str,
+        /// 1-based line of the problem, when known.
+        line: Option<u64>,
+        /// 1-based column of the problem, when known.
+        column: Option<u64>,
+        /// The parser's message.
+        message: String,
+    },
+    /// One object is malformed.
+    #[error("{at}{}: {}", object_label(.object), field_message(.field, .message))]
+    Object {
+        /// Where the object is.
+        at: Source,
+        /// `Kind namespace/name`, `Kind name` or `Kind`; `None` when not even the kind is known.
+        object: Option<String>,
+        /// The field path inside the object (`status.allocatable.cpu`); empty for the whole.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// Two objects of one kind share a namespace and name.
+    #[error("duplicate {object}: {second} repeats {first}")]
+    Duplicate {
+        /// `Kind namespace/name` or `Kind name`.
+        object: String,
+        /// Where it was first defined.
+        first: Source,
+        /// Where it was defined again.
+        second: Source,
+    },
+}
+
+fn position(line: &Option<u64>, column: &Option<u64>) -> String {
+    match (line, column) {
+        (Some(l), Some(c)) => format!(":{l}:{c}"),
+        (Some(l), None) => format!(":{l}"),
+        _ => String::new(),
+    }
+}
+
+fn object_label(object: &Option<String>) -> String {
+    object.as_ref().map_or(String::new(), |o| format!(" ({o})"))
+}
+
+fn field_message(field: &str, message: &str) -> String {
+    if field.is_empty() {
+        message.to_string()
+    } else {
+        format!("{field}: {message}")
+    }
+}
+
+impl LoadError {
+    fn object(at: &Source, object: Option<&str>, e: FieldError) -> Self {
+        LoadError::Object {
+            at: at.clone(),
+            object: object.map(str::to_string),
+            field: e.field,
+            message: e.message,
+        }
+    }
+}
+
+/// Loads every manifest under `paths` (files or folders) into one [`Cluster`].
+///
+/// Objects keep file order: paths in the order given, files of a folder sorted by path,
+/// documents in stream order. See the module documentation for the accepted shapes.
+pub fn load_paths(paths: &[impl AsRef<Path>]) -> Result<Cluster, LoadError> {
+    let mut loader = Loader::default();
+    for path in paths {
+        let path = path.as_ref();
+        let mut files = Vec::new();
+        collect_files(path, &mut files, &mut BTreeSet::new())?;
+        if files.is_empty() {
+            loader.warn(format!(
+                "{}: no *.yaml, *.yml or *.json files in this folder",
+                path.display()
+            ));
+        }
+        for file in files {
+            loader.load_file(&file)?;
+        }
+    }
+    loader.finish()
+}
+
+/// Adds `path` (a file) or the manifests below it (a folder, sorted) to `out`.
+fn collect_files(
+    path: &Path,
+    out: &mut Vec<PathBuf>,
+    visited: &mut BTreeSet<PathBuf>,
+) -> Result<(), LoadError> {
+    let read_err = |source| LoadError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let meta = fs::metadata(path).map_err(read_err)?;
+    if !meta.is_dir() {
+        out.push(path.to_path_buf());
+        return Ok(());
+    }
+    // Symlinked folders can form loops; visit each real folder once.
+    let real = fs::canonicalize(path).map_err(read_err)?;
+    if !visited.insert(real) {
+        return Ok(());
+    }
+    let mut found = Vec::new();
+    for entry in fs::read_dir(path).map_err(read_err)? {
+        let entry = entry.map_err(read_err)?;
+        let name = entry.file_name();
+        if name.to_string_lossy().starts_with('.') {
+            continue;
+        }
+        let child = entry.path();
+        let child_meta = fs::metadata(&child).map_err(|source| LoadError::Read {
+            path: child.clone(),
+            source,
+        })?;
+        if child_meta.is_dir() {
+            collect_files(&child, &mut found, visited)?;
+        } else if is_manifest(&child) {
+            found.push(child);
+        }
+    }
+    found.sort();
+    out.extend(found);
+    Ok(())
+}
+
+fn is_manifest(path: &Path) -> bool {
+    path.extension().and_then(|e| e.to_str()).is_some_and(|e| {
+        ["yaml", "yml", "json"]
+            .iter()
+            .any(|m| e.eq_ignore_ascii_case(m))
+    })
+}
+
+fn is_json(path: &Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+}
+
+/// Splits a file into its non-empty documents, numbered from 1 (empty ones count).
+fn parse_documents(path: &Path, text: &str) -> Result<Vec<(usize, Value)>, LoadError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if is_json(path) {
+        return parse_json_documents(path, text);
+    }
+    parse_yaml_documents(path, text)
+}
+
+fn parse_json_documents(path: &Path, text: &str) -> Result<Vec<(usize, Value)>, LoadError> {
+    let mut out = Vec::new();
+    let stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
+    for (i, value) in stream.enumerate() {
+        let value = value.map_err(|e| LoadError::Syntax {
+            path: path.to_path_buf(),
+            format: "JSON",
+            line: Some(e.line() as u64),
+            column: Some(e.column() as u64),
+            message: strip_position(&e.to_string()),
+        })?;
+        out.push((i + 1, value));
+    }
+    Ok(out)
+}
+
+fn parse_yaml_documents(path: &Path, text: &str) -> Result<Vec<(usize, Value)>, LoadError> {
+    // The default budget (1,024 documents, 250k nodes) is meant for config files; a cluster
+    // dump of 50k nodes needs far more. Alias/anchor limits stay at their defaults.
+    let options = serde_saphyr::options! {
+        budget: serde_saphyr::budget! {
+            max_documents: 10_000_000,
+            max_nodes: 500_000_000,
+            max_events: 1_000_000_000,
+            max_total_scalar_bytes: 4 << 30,
+        },
+        with_snippet: false,
+    };
+    let docs: Vec<serde_saphyr::Spanned<Value>> =
+        serde_saphyr::from_multiple_with_options(text, options).map_err(|e| {
+            let location = e.location();
+            LoadError::Syntax {
+                path: path.to_path_buf(),
+                format: "YAML",
+                line: location.map(|l| l.line()).filter(|&l| l > 0),
+                column: location.map(|l| l.column()).filter(|&c| c > 0),
+                message: strip_position(&e.without_snippet().to_string()),
+            }
+        })?;
+    // serde-saphyr drops empty documents; number the rest by where each one starts.
+    let starts = document_starts(text);
+    Ok(docs
+        .into_iter()
+        .enumerate()
+        .map(|(i, doc)| {
+            let offset = doc.referenced.span().offset();
+            let number = match &starts {
+                Some(starts) => starts.partition_point(|&s| s <= offset).max(1),
+                None => i + 1,
+            };
+            (number, doc.value)
+        })
+        .collect())
+}
+
+/// Character offsets where each document of a YAML stream starts (explicit `---` or not);
+/// `None` if the stream cannot be scanned (it parsed once already, so this is a fallback).
+fn document_starts(text: &str) -> Option<Vec<u64>> {
+    use serde_saphyr::granit_parser::{Event, Parser};
+    let mut starts = Vec::new();
+    for event in Parser::new_from_str(text) {
+        match event.ok()? {
+            (Event::DocumentStart(..), span) => starts.push(span.start.index() as u64),
+            (Event::StreamEnd, _) => break,
+            _ => {}
+        }
+    }
+    Some(starts)
+}
+
+/// Parser messages end with their own " at line L column C"; the error already shows it.
+fn strip_position(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(i) => message[..i].to_string(),
+        None => message.to_string(),
+    }
+}
+
+/// A document (or List item) with its identity read from the raw value.
+struct Raw {
+    at: Source,
+    api_version: String,
+    kind: String,
+    namespace: Option<String>,
+    name: Option<String>,
+    value: Value,
+}
+
+impl Raw {
+    /// `Kind namespace/name` for namespaced kinds, `Kind name` otherwise, `Kind` when unnamed.
+    fn label(&self, namespaced: bool) -> String {
+        match (&self.name, namespaced) {
+            (None, _) => self.kind.clone(),
+            (Some(name), true) => format!("{} {}/{name}", self.kind, self.namespace_or_default()),
+            (Some(name), false) => format!("{} {name}", self.kind),
+        }
+    }
+
+    fn namespace_or_default(&self) -> String {
+        self.namespace
+            .clone()
+            .filter(|ns| !ns.is_empty())
+            .unwrap_or_else(|| "default".to_string())
+    }
+}
+
+/// The kinds kube-tas reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    Node,
+    Pod,
+    Job,
+    Topology,
+    ResourceFlavor,
+    ClusterQueue,
+    LocalQueue,
+}
+
+impl Kind {
+    fn of(api_version: &str, kind: &str) -> Option<Kind> {
+        match (api_version, kind) {
+            ("v1", "Node") => Some(Kind::Node),
+            ("v1", "Pod") => Some(Kind::Pod),
+            ("batch/v1", "Job") => Some(Kind::Job),
+            (v, k) if kueue::API_VERSIONS.contains(&v) => match k {
+                "Topology" => Some(Kind::Topology),
+                "ResourceFlavor" => Some(Kind::ResourceFlavor),
+                "ClusterQueue" => Some(Kind::ClusterQueue),
+                "LocalQueue" => Some(Kind::LocalQueue),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    fn namespaced(self) -> bool {
+        matches!(self, Kind::Pod | Kind::Job | Kind::LocalQueue)
+    }
+}
+
+/// Accumulates objects across files, then assembles the [`Cluster`].
+#[derive(Default)]
+struct Loader {
+    cluster: Cluster,
+    /// (kind, namespace or "", name) → first definition, for duplicate detection.
+    seen: BTreeMap<(Kind, String, String), Source>,
+    pods: Vec<Seen<Pod>>,
+    jobs: Vec<Seen<Job>>,
+    /// Load order of every object, so pods and jobs interleave as in the files.
+    seq: usize,
+}
+
+impl Loader {
+    fn warn(&mut self, message: String) {
+        tracing::warn!("{message}");
+        self.cluster.warnings.push(message);
+    }
+
+    fn load_file(&mut self, path: &Path) -> Result<(), LoadError> {
+        let text = fs::read_to_string(path).map_err(|source| LoadError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        for (document, value) in parse_documents(path, &text)? {
+            let at = Source {
+                path: path.to_path_buf(),
+                document,
+                item: None,
+            };
+            self.load_document(at, value)?;
+        }
+        Ok(())
+    }
+
+    fn load_document(&mut self, at: Source, value: Value) -> Result<(), LoadError> {
+        if is_empty(&value) {
+            return Ok(());
+        }
+        let raw = identify(at, value, None)?;
+        if raw.kind.ends_with("List") && raw.value.get("items").is_some() {
+            return self.load_list(raw);
+        }
+        self.load_object(raw)
+    }
+
+    /// Expands a `List` (or `NodeList`, ...): items inherit the list's apiVersion and, for a
+    /// typed list, its item kind, when they do not name their own.
+    fn load_list(&mut self, list: Raw) -> Result<(), LoadError> {
+        let item_kind = list.kind.strip_suffix("List").filter(|k| !k.is_empty());
+        let items = match list.value.get("items") {
+            Some(Value::Array(items)) => items.clone(),
+            Some(Value::Null) | None => Vec::new(),
+            Some(_) => {
+                return Err(LoadError::object(
+                    &list.at,
+                    Some(&list.kind),
+                    FieldError::new("items", "must be a list"),
+                ));
+            }
+        };
+        for (i, item) in items.into_iter().enumerate() {
+            let at = Source {
+                item: Some(i),
+                ..list.at.clone()
+            };
+            if is_empty(&item) {
+                continue;
+            }
+            let defaults = item_kind.map(|k| (list.api_version.as_str(), k));
+            let raw = identify(at, item, defaults)?;
+            if raw.kind == "List" {
+                return Err(LoadError::object(
+                    &raw.at,
+                    Some("List"),
+                    FieldError::new("", "a List inside a List is not supported"),
+                ));
+            }
+            self.load_object(raw)?;
+        }
+        Ok(())
+    }
+
+    fn load_object(&mut self, raw: Raw) -> Result<(), LoadError> {
+        let Some(kind) = Kind::of(&raw.api_version, &raw.kind) else {
+            let namespaced = raw.namespace.is_some();
+            self.warn(format!(
+                "{} ({}): skipped: kind {} {} is not read by kube-tas",
+                raw.at,
+                raw.label(namespaced),
+                raw.api_version,
+                raw.kind
+            ));
+            return Ok(());
+        };
+        let label = raw.label(kind.namespaced());
+        let fail = |e: FieldError| LoadError::object(&raw.at, Some(&label), e);
+        let Some(name) = raw.name.clone().filter(|n| !n.is_empty()) else {
+            return Err(fail(FieldError::new(
+                "metadata.name",
+                format!("missing (every {} needs a name)", raw.kind),
+            )));
+        };
+        let namespace = if kind.namespaced() {
+            raw.namespace_or_default()
+        } else {
+            String::new()
+        };
+        if let Some(first) = self.seen.get(&(kind, namespace.clone(), name.clone())) {
+            return Err(LoadError::Duplicate {
+                object: label,
+                first: first.clone(),
+                second: raw.at,
+            });
+        }
+        self.seen
+            .insert((kind, namespace.clone(), name.clone()), raw.at.clone());
+        self.seq += 1;
+        let seq = self.seq;
+        let at = raw.at.clone();
+        match kind {
+            Kind::Node => {
+                let node: Node = decode(raw.value).map_err(fail)?;
+                let node = node_info(node, name).map_err(fail)?;
+                self.cluster.nodes.push(node);
+            }
+            Kind::Pod => {
+                let object = decode(raw.value).map_err(fail)?;
+                self.pods.push(Seen { seq, at, object });
+            }
+            Kind::Job => {
+                let object = decode(raw.value).map_err(fail)?;
+                self.jobs.push(Seen { seq, at, object });
+            }
+            Kind::Topology => {
+                let topology: Topology = decode(raw.value).map_err(fail)?;
+                self.cluster.topologies.insert(name, topology);
+            }
+            Kind::ResourceFlavor => {
+                let flavor: ResourceFlavor = decode(raw.value).map_err(fail)?;
+                self.cluster.resource_flavors.insert(name, flavor);
+            }
+            Kind::ClusterQueue => {
+                let queue: ClusterQueue = decode(raw.value).map_err(fail)?;
+                check_quotas(&queue).map_err(fail)?;
+                self.cluster.cluster_queues.insert(name, queue);
+            }
+            Kind::LocalQueue => {
+                let queue: LocalQueue = decode(raw.value).map_err(fail)?;
+                if queue.spec.cluster_queue.is_empty() {
+                    return Err(fail(FieldError::new(
+                        "spec.clusterQueue",
+                        "missing (a LocalQueue must name its ClusterQueue)",
+                    )));
+                }
+                self.cluster.local_queues.insert((namespace, name), queue);
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<Cluster, LoadError> {
+        let derived = workloads::derive(self.pods, self.jobs)?;
+        self.cluster.bound_pods = derived.bound_pods;
+        self.cluster.workloads = derived.workloads;
+        for warning in derived.warnings {
+            tracing::warn!("{warning}");
+            self.cluster.warnings.push(warning);
+        }
+        Ok(self.cluster)
+    }
+}
+
+/// `null`, `{}`: nothing to load.
+fn is_empty(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Object(map) => map.is_empty(),
+        _ => false,
+    }
+}
+
+/// Reads apiVersion, kind, namespace and name; `defaults` fill a List item's missing
+/// apiVersion and kind.
+fn identify(
+    at: Source,
+    mut value: Value,
+    defaults: Option<(&str, &str)>,
+) -> Result<Raw, LoadError> {
+    let Value::Object(map) = &mut value else {
+        return Err(LoadError::object(
+            &at,
+            None,
+            FieldError::new(
+                "",
+                format!(
+                    "expected a Kubernetes object (a mapping with apiVersion and kind), found {}",
+                    json_type(&value)
+                ),
+            ),
+        ));
+    };
+    if let Some((api_version, kind)) = defaults {
+        map.entry("apiVersion")
+            .or_insert_with(|| Value::String(api_version.to_string()));
+        map.entry("kind")
+            .or_insert_with(|| Value::String(kind.to_string()));
+    }
+    let metadata = map.get("metadata").and_then(Value::as_object);
+    let meta_str = |key: &str| {
+        metadata
+            .and_then(|m: &Map<String, Value>| m.get(key))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    let name = meta_str("name");
+    let namespace = meta_str("namespace");
+    let kind = required_str(map, "kind").map_err(|e| LoadError::object(&at, None, e))?;
+    let api_version =
+        required_str(map, "apiVersion").map_err(|e| LoadError::object(&at, Some(&kind), e))?;
+    Ok(Raw {
+        at,
+        api_version,
+        kind,
+        namespace,
+        name,
+        value,
+    })
+}
+
+fn required_str(map: &Map<String, Value>, key: &str) -> Result<String, FieldError> {
+    match map.get(key) {
+        Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+        None | Some(Value::Null) => Err(FieldError::new(key, "missing")),
+        Some(Value::String(_)) => Err(FieldError::new(key, "empty")),
+        Some(other) => Err(FieldError::new(
+            key,
+            format!("must be a string, found {}", json_type(other)),
+        )),
+    }
+}
+
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a mapping",
+    }
+}
+
+/// Decodes a typed object, naming the failing field.
+fn decode<T: DeserializeOwned>(value: Value) -> Result<T, FieldError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let field = e.path().to_string();
+        let field = if field == "." { String::new() } else { field };
+        FieldError::new(field, e.into_inner().to_string())
+    })
+}
+
+/// A Node as placement sees it.
+fn node_info(node: Node, name: String) -> Result<NodeInfo, FieldError> {
+    let spec = node.spec.unwrap_or_default();
+    let status = node.status.unwrap_or_default();
+    let mut allocatable = ResourceList::new();
+    for (resource, q) in status.allocatable.iter().flatten() {
+        let value = parse_non_negative(q, &format!("status.allocatable.{resource}"))?;
+        allocatable.insert(resource.clone(), resource_amount(resource, value));
+    }
+    let ready = status
+        .conditions
+        .iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "True");
+    // `..Default::default()` keeps this compiling if topology/ adds fields to NodeInfo.
+    #[allow(clippy::needless_update)]
+    Ok(NodeInfo {
+        name,
+        labels: node.metadata.labels.unwrap_or_default(),
+        taints: spec.taints.unwrap_or_default(),
+        allocatable,
+        ready,
+        unschedulable: spec.unschedulable.unwrap_or(false),
+        ..Default::default()
+    })
+}
+
+/// Every quota of a ClusterQueue must be a quantity.
+fn check_quotas(queue: &ClusterQueue) -> Result<(), FieldError> {
+    for (g, group) in queue.spec.resource_groups.iter().enumerate() {
+        for (f, flavor) in group.flavors.iter().enumerate() {
+            for (r, quota) in flavor.resources.iter().enumerate() {
+                let path = format!("spec.resourceGroups[{g}].flavors[{f}].resources[{r}]");
+                let limits = [
+                    ("nominalQuota", Some(&quota.nominal_quota)),
+                    ("borrowingLimit", quota.borrowing_limit.as_ref()),
+                    ("lendingLimit", quota.lending_limit.as_ref()),
+                ];
+                for (field, q) in limits {
+                    if let Some(q) = q {
+                        parse_quantity(&q.0).map_err(|e| {
+                            FieldError::new(format!("{path}.{field}"), e.to_string())
+                        })?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,312 @@
+//! The effective resource requests of one pod, computed as Kubernetes' `PodRequests` helper
+//! (`k8s.io/component-helpers/resource`) does, after Kueue's limits-as-requests defaulting.
+//!
+//! The rules, in order:
+//! 1. a container (or init container) that sets a limit but no request for a resource
+//!    requests its limit (Kueue's `UseLimitsAsMissingRequestsInPod`);
+//! 2. regular containers add up;
+//! 3. init containers run one at a time, so each counts as a peak: restartable init
+//!    containers (sidecars, `restartPolicy: Always`) keep running, so they add to the total and
+//!    to the peak of every init container after them; the total is the per-resource maximum
+//!    of the sum and the highest init peak;
+//! 4. pod-level `spec.resources.requests` replace the total for the resources they name
+//!    (`cpu`, `memory`, `hugepages-*` only); a pod-level limit without a request counts as the
+//!    request when no container requests that resource (the API server's defaulting);
+//! 5. `spec.overhead` is added last.
+//!
+//! Arithmetic is exact ([`QuantityValue`]); only the final list is converted to Kueue's `i64`
+//! units. Negative quantities are rejected, as the API server's validation rejects them.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Container, PodSpec};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+use super::FieldError;
+use super::quantity::{QuantityValue, parse_quantity, resource_amount};
+use crate::topology::ResourceList;
+
+/// Resource name → exact amount.
+type ExactList = BTreeMap<String, QuantityValue>;
+
+/// One pod's effective requests (CPU in millicores, others in whole units; no `pods` slot).
+///
+/// `spec_path` is where `spec` sits in its object (`"spec"` for a Pod, `"spec.template.spec"`
+/// for a Job); errors name the full field, e.g.
+/// `spec.containers[0].resources.requests.cpu: invalid quantity "1x"`.
+pub fn pod_requests(spec: &PodSpec, spec_path: &str) -> Result<ResourceList, FieldError> {
+    let mut total = ExactList::new();
+    for (i, c) in spec.containers.iter().enumerate() {
+        let requests = container_requests(c, &format!("{spec_path}.containers[{i}]"))?;
+        add_into(&mut total, &requests);
+    }
+
+    let mut sidecars = ExactList::new();
+    let mut init_peak = ExactList::new();
+    for (i, c) in spec.init_containers.iter().flatten().enumerate() {
+        let requests = container_requests(c, &format!("{spec_path}.initContainers[{i}]"))?;
+        if c.restart_policy.as_deref() == Some("Always") {
+            add_into(&mut total, &requests);
+            add_into(&mut sidecars, &requests);
+            max_into(&mut init_peak, &sidecars);
+        } else {
+            let mut running = requests;
+            add_into(&mut running, &sidecars);
+            max_into(&mut init_peak, &running);
+        }
+    }
+    max_into(&mut total, &init_peak);
+
+    if let Some(pod_level) = &spec.resources {
+        let path = format!("{spec_path}.resources");
+        let requests = parse_list(pod_level.requests.as_ref(), &format!("{path}.requests"))?;
+        let limits = parse_list(pod_level.limits.as_ref(), &format!("{path}.limits"))?;
+        for (name, value) in requests {
+            if is_pod_level_resource(&name) {
+                total.insert(name, value);
+            }
+        }
+        for (name, value) in limits {
+            let has_request = pod_level
+                .requests
+                .as_ref()
+                .is_some_and(|r| r.contains_key(&name));
+            if is_pod_level_resource(&name) && !has_request && !total.contains_key(&name) {
+                total.insert(name, value);
+            }
+        }
+    }
+
+    let overhead = parse_list(spec.overhead.as_ref(), &format!("{spec_path}.overhead"))?;
+    add_into(&mut total, &overhead);
+
+    Ok(total
+        .into_iter()
+        .map(|(name, value)| {
+            let amount = resource_amount(&name, value);
+            (name, amount)
+        })
+        .collect())
+}
+
+/// A container's requests, with limits standing in for missing requests.
+fn container_requests(c: &Container, path: &str) -> Result<ExactList, FieldError> {
+    let Some(resources) = &c.resources else {
+        return Ok(ExactList::new());
+    };
+    let mut requests = parse_list(
+        resources.requests.as_ref(),
+        &format!("{path}.resources.requests"),
+    )?;
+    let limits = parse_list(
+        resources.limits.as_ref(),
+        &format!("{path}.resources.limits"),
+    )?;
+    for (name, value) in limits {
+        requests.entry(name).or_insert(value);
+    }
+    Ok(requests)
+}
+
+/// Parses a `ResourceList` field; each bad entry is reported as `{path}.{name}`.
+pub(crate) fn parse_list(
+    list: Option<&BTreeMap<String, Quantity>>,
+    path: &str,
+) -> Result<ExactList, FieldError> {
+    let mut out = ExactList::new();
+    for (name, q) in list.into_iter().flatten() {
+        out.insert(
+            name.clone(),
+            parse_non_negative(q, &format!("{path}.{name}"))?,
+        );
+    }
+    Ok(out)
+}
+
+/// Parses a quantity that must not be negative (requests, limits, overhead, allocatable).
+pub(crate) fn parse_non_negative(q: &Quantity, path: &str) -> Result<QuantityValue, FieldError> {
+    let value = parse_quantity(&q.0).map_err(|e| FieldError::new(path, e.to_string()))?;
+    if value.is_negative() {
+        return Err(FieldError::new(
+            path,
+            format!("must be greater than or equal to 0, got {:?}", q.0),
+        ));
+    }
+    Ok(value)
+}
+
+/// The resources pod-level `spec.resources` may set (`IsSupportedPodLevelResource`).
+fn is_pod_level_resource(name: &str) -> bool {
+    name == "cpu" || name == "memory" || name.starts_with("hugepages-")
+}
+
+fn add_into(total: &mut ExactList, more: &ExactList) {
+    for (name, value) in more {
+        let slot = total.entry(name.clone()).or_default();
+        *slot = slot.saturating_add(*value);
+    }
+}
+
+fn max_into(total: &mut ExactList, other: &ExactList) {
+    for (name, value) in other {
+        let slot = total.entry(name.clone()).or_default();
+        if *value > *slot {
+            *slot = *value;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn spec(v: serde_json::Value) -> PodSpec {
+        serde_json::from_value(v).expect("valid PodSpec")
+    }
+
+    fn requests(v: serde_json::Value) -> ResourceList {
+        pod_requests(&spec(v), "spec").expect("valid requests")
+    }
+
+    fn list(items: &[(&str, i64)]) -> ResourceList {
+        items.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+    }
+
+    fn container(name: &str, requests: serde_json::Value) -> serde_json::Value {
+        json!({"name": name, "resources": {"requests": requests}})
+    }
+
+    #[test]
+    fn containers_add_up() {
+        let r = requests(json!({"containers": [
+            container("a", json!({"cpu": "500m", "memory": "1Gi"})),
+            container("b", json!({"cpu": "1", "example.com/gpu": "2"})),
+        ]}));
+        assert_eq!(
+            r,
+            list(&[("cpu", 1500), ("example.com/gpu", 2), ("memory", 1 << 30)])
+        );
+    }
+
+    #[test]
+    fn no_containers_means_no_requests() {
+        assert_eq!(requests(json!({"containers": []})), ResourceList::new());
+        assert_eq!(
+            requests(json!({"containers": [{"name": "a"}]})),
+            ResourceList::new()
+        );
+    }
+
+    #[test]
+    fn sums_are_exact_before_rounding() {
+        let r = requests(json!({"containers": [
+            container("a", json!({"memory": "500m"})),
+            container("b", json!({"memory": "500m"})),
+        ]}));
+        assert_eq!(r, list(&[("memory", 1)]));
+    }
+
+    #[test]
+    fn limits_stand_in_for_missing_requests() {
+        let r = requests(json!({"containers": [{
+            "name": "a",
+            "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "4", "memory": "2Gi"}},
+        }]}));
+        assert_eq!(r, list(&[("cpu", 1000), ("memory", 2 << 30)]));
+    }
+
+    #[test]
+    fn init_containers_are_a_peak() {
+        let r = requests(json!({
+            "initContainers": [
+                container("i1", json!({"cpu": "3"})),
+                container("i2", json!({"memory": "1"})),
+            ],
+            "containers": [container("a", json!({"cpu": "1", "memory": "4"}))],
+        }));
+        assert_eq!(r, list(&[("cpu", 3000), ("memory", 4)]));
+    }
+
+    #[test]
+    fn sidecars_add_up_and_raise_later_init_peaks() {
+        let mut sidecar = container("s", json!({"cpu": "1"}));
+        sidecar["restartPolicy"] = json!("Always");
+        let r = requests(json!({
+            "initContainers": [sidecar, container("i", json!({"cpu": "2"}))],
+            "containers": [container("a", json!({"cpu": "1"}))],
+        }));
+        // Steady state: sidecar 1 + main 1 = 2; while `i` runs: sidecar 1 + i 2 = 3.
+        assert_eq!(r, list(&[("cpu", 3000)]));
+
+        let mut sidecar = container("s", json!({"cpu": "1"}));
+        sidecar["restartPolicy"] = json!("Always");
+        let r = requests(json!({
+            "initContainers": [container("i", json!({"cpu": "2"})), sidecar],
+            "containers": [container("a", json!({"cpu": "2"}))],
+        }));
+        // `i` runs before the sidecar starts: peak 2; steady state 1 + 2 = 3.
+        assert_eq!(r, list(&[("cpu", 3000)]));
+    }
+
+    #[test]
+    fn overhead_is_added() {
+        let r = requests(json!({
+            "containers": [container("a", json!({"cpu": "1"}))],
+            "overhead": {"cpu": "250m", "memory": "100"},
+        }));
+        assert_eq!(r, list(&[("cpu", 1250), ("memory", 100)]));
+    }
+
+    #[test]
+    fn pod_level_requests_override_supported_resources() {
+        let r = requests(json!({
+            "resources": {"requests": {"cpu": "4", "example.com/gpu": "9"}},
+            "containers": [container("a", json!({"cpu": "1", "example.com/gpu": "1"}))],
+            "overhead": {"cpu": "100m"},
+        }));
+        assert_eq!(r, list(&[("cpu", 4100), ("example.com/gpu", 1)]));
+    }
+
+    #[test]
+    fn pod_level_limits_default_only_unrequested_resources() {
+        let r = requests(json!({
+            "resources": {"limits": {"cpu": "8", "memory": "2"}},
+            "containers": [container("a", json!({"cpu": "1"}))],
+        }));
+        assert_eq!(r, list(&[("cpu", 1000), ("memory", 2)]));
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let err = pod_requests(
+            &spec(json!({"containers": [container("a", json!({"cpu": "1x"}))]})),
+            "spec",
+        )
+        .expect_err("bad quantity");
+        assert_eq!(
+            err.to_string(),
+            r#"spec.containers[0].resources.requests.cpu: invalid quantity "1x""#
+        );
+
+        let err = pod_requests(
+            &spec(json!({"containers": [], "initContainers": [{
+                "name": "i", "resources": {"limits": {"memory": "1Qi"}}
+            }]})),
+            "spec.template.spec",
+        )
+        .expect_err("bad quantity");
+        assert_eq!(
+            err.field,
+            "spec.template.spec.initContainers[0].resources.limits.memory"
+        );
+
+        let err = pod_requests(
+            &spec(json!({"containers": [], "overhead": {"cpu": "-1"}})),
+            "spec",
+        )
+        .expect_err("negative");
+        assert_eq!(err.field, "spec.overhead.cpu");
+        assert!(err.message.contains("greater than or equal to 0"));
+    }
+}

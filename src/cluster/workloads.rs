@@ -1,0 +1,380 @@
+//! From the loaded Pods and Jobs to what placement needs: the pods that hold capacity
+//! ([`BoundPod`]) and the workloads waiting to be placed ([`Workload`]).
+//!
+//! Rules:
+//! * a pod in phase `Succeeded` or `Failed` is ignored altogether;
+//! * a pod with `spec.nodeName` is bound;
+//! * a Job is pending unless a non-terminal pod names it as its controller (the Job runs;
+//!   later work tracks it) or it has finished (`Complete` / `Failed` condition);
+//! * a pending pod that a Job controls belongs to that Job, not to a workload of its own;
+//! * other pending pods are single-pod workloads, or, with the `pod-group-name` label and
+//!   the `pod-group-total-count` annotation, one workload per (namespace, group), unless a
+//!   pod of the group is already bound (the group runs);
+//! * workloads keep the order in which their first object was loaded.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Pod, PodSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use super::pod_requests::pod_requests;
+use super::{BoundPod, FieldError, LoadError, PendingPodSet, Source, Workload, WorkloadKind};
+use crate::keys;
+use crate::topology::PodSetSpec;
+
+/// The name of the single PodSet of a Job, pod or pod group (as Kueue names it).
+const MAIN_POD_SET: &str = "main";
+
+/// An object with its load position.
+pub(super) struct Seen<T> {
+    /// Load order across all files.
+    pub seq: usize,
+    /// Where it was read.
+    pub at: Source,
+    /// The object.
+    pub object: T,
+}
+
+/// What [`derive`] finds.
+pub(super) struct Derived {
+    pub bound_pods: Vec<BoundPod>,
+    pub workloads: Vec<Workload>,
+    pub warnings: Vec<String>,
+}
+
+/// Splits pods and jobs into bound pods and pending workloads (see the module rules).
+pub(super) fn derive(pods: Vec<Seen<Pod>>, jobs: Vec<Seen<Job>>) -> Result<Derived, LoadError> {
+    let mut bound_pods = Vec::new();
+    let mut warnings = Vec::new();
+    let mut pending: Vec<(usize, Workload)> = Vec::new();
+    let mut running_jobs = BTreeSet::new();
+    let mut running_groups = BTreeSet::new();
+    let mut groups: BTreeMap<(String, String), Group> = BTreeMap::new();
+
+    for Seen {
+        seq,
+        at,
+        object: pod,
+    } in pods
+    {
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        if matches!(phase, Some("Succeeded" | "Failed")) {
+            continue;
+        }
+        let namespace = namespace_of(&pod.metadata);
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let label = format!("Pod {namespace}/{name}");
+        let fail = |e: FieldError| LoadError::Object {
+            at: at.clone(),
+            object: Some(label.clone()),
+            field: e.field,
+            message: e.message,
+        };
+        let owner_job = controller_job(&pod.metadata);
+        if let Some(job) = &owner_job {
+            running_jobs.insert((namespace.clone(), job.clone()));
+        }
+        let group_name = label_value(&pod.metadata, keys::POD_GROUP_NAME_LABEL);
+        let spec = pod.spec.clone().unwrap_or_default();
+        let node_name = spec.node_name.clone().filter(|n| !n.is_empty());
+
+        if let Some(node_name) = node_name {
+            if let Some(group) = group_name {
+                running_groups.insert((namespace.clone(), group));
+            }
+            let annotations = pod.metadata.annotations.clone().unwrap_or_default();
+            bound_pods.push(BoundPod {
+                requests: pod_requests(&spec, "spec").map_err(fail)?,
+                tas: keys::TAS_POD_ANNOTATIONS
+                    .iter()
+                    .any(|k| annotations.contains_key(*k)),
+                uid: pod.metadata.uid.clone(),
+                labels: pod.metadata.labels.clone().unwrap_or_default(),
+                annotations,
+                namespace,
+                name,
+                node_name,
+                owner_job,
+            });
+            continue;
+        }
+        if owner_job.is_some() {
+            continue;
+        }
+        let pod_set = pending_pod_set(&pod.metadata, &spec, 1).map_err(fail)?;
+        let Some(group_name) = group_name else {
+            let workload = Workload {
+                kind: WorkloadKind::Pod,
+                queue_name: queue_name(&pod.metadata),
+                pod_sets: vec![pod_set],
+                source: at.clone(),
+                namespace,
+                name,
+            };
+            pending.push((seq, workload));
+            continue;
+        };
+        let total = total_count(&pod.metadata).map_err(fail)?;
+        let key = (namespace.clone(), group_name.clone());
+        match groups.get_mut(&key) {
+            None => {
+                groups.insert(
+                    key,
+                    Group {
+                        seq,
+                        first: label.clone(),
+                        total,
+                        workload: Workload {
+                            kind: WorkloadKind::PodGroup,
+                            queue_name: queue_name(&pod.metadata),
+                            pod_sets: vec![pod_set],
+                            source: at.clone(),
+                            namespace,
+                            name: group_name,
+                        },
+                        warned: false,
+                    },
+                );
+            }
+            Some(group) => {
+                if group.total != total {
+                    return Err(fail(FieldError::new(
+                        annotation_path(keys::POD_GROUP_TOTAL_COUNT),
+                        format!(
+                            "{total} disagrees with {} of {} in pod group {namespace}/{group_name}",
+                            group.total, group.first
+                        ),
+                    )));
+                }
+                let first = &group.workload.pod_sets[0].spec;
+                if !group.warned && first.requests != pod_set.spec.requests {
+                    group.warned = true;
+                    warnings.push(format!(
+                        "{at} ({label}): requests differ from {} in pod group \
+                         {namespace}/{group_name}; the group is placed with those of {}",
+                        group.first, group.first
+                    ));
+                }
+            }
+        }
+    }
+
+    for (key, mut group) in groups {
+        if running_groups.contains(&key) {
+            continue;
+        }
+        group.workload.pod_sets[0].spec.count = group.total;
+        pending.push((group.seq, group.workload));
+    }
+
+    for Seen {
+        seq,
+        at,
+        object: job,
+    } in jobs
+    {
+        let namespace = namespace_of(&job.metadata);
+        let name = job.metadata.name.clone().unwrap_or_default();
+        if running_jobs.contains(&(namespace.clone(), name.clone())) || finished(&job) {
+            continue;
+        }
+        let fail = |e: FieldError| LoadError::Object {
+            at: at.clone(),
+            object: Some(format!("Job {namespace}/{name}")),
+            field: e.field,
+            message: e.message,
+        };
+        let workload = job_workload(&job, &at, namespace.clone(), name.clone()).map_err(fail)?;
+        pending.push((seq, workload));
+    }
+
+    pending.sort_by_key(|(seq, _)| *seq);
+    Ok(Derived {
+        bound_pods,
+        workloads: pending.into_iter().map(|(_, w)| w).collect(),
+        warnings,
+    })
+}
+
+/// A plain pod group being collected.
+struct Group {
+    seq: usize,
+    /// `Pod namespace/name` of its first pod, for messages.
+    first: String,
+    total: i32,
+    workload: Workload,
+    warned: bool,
+}
+
+/// A Job as one workload with the PodSet `main`.
+fn job_workload(
+    job: &Job,
+    at: &Source,
+    namespace: String,
+    name: String,
+) -> Result<Workload, FieldError> {
+    let Some(spec) = &job.spec else {
+        return Err(FieldError::new(
+            "spec",
+            "missing (a Job needs a pod template)",
+        ));
+    };
+    let Some(pod_spec) = &spec.template.spec else {
+        return Err(FieldError::new(
+            "spec.template.spec",
+            "missing (a Job needs a pod template)",
+        ));
+    };
+    let parallelism = non_negative(spec.parallelism, "spec.parallelism")?.unwrap_or(1);
+    let completions = non_negative(spec.completions, "spec.completions")?;
+    // Kueue's podsCount: parallelism, unless fewer completions remain to run.
+    let count = match completions {
+        Some(c) if c < parallelism => c,
+        _ => parallelism,
+    };
+    let template_meta = spec.template.metadata.clone().unwrap_or_default();
+    Ok(Workload {
+        kind: WorkloadKind::Job,
+        queue_name: queue_name(&job.metadata),
+        pod_sets: vec![PendingPodSet {
+            spec: pod_set_spec(pod_spec, count, "spec.template.spec")?,
+            annotations: template_meta.annotations.unwrap_or_default(),
+            annotations_path: "spec.template.metadata.annotations".to_string(),
+        }],
+        source: at.clone(),
+        namespace,
+        name,
+    })
+}
+
+fn non_negative(value: Option<i32>, field: &str) -> Result<Option<i32>, FieldError> {
+    match value {
+        Some(v) if v < 0 => Err(FieldError::new(
+            field,
+            format!("must be greater than or equal to 0, got {v}"),
+        )),
+        _ => Ok(value),
+    }
+}
+
+/// A Job with a `Complete` or `Failed` condition holds nothing and waits for nothing.
+fn finished(job: &Job) -> bool {
+    job.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
+}
+
+/// The PodSet of a pending pod (count 1, or the group's total, set by the caller).
+fn pending_pod_set(
+    meta: &ObjectMeta,
+    spec: &PodSpec,
+    count: i32,
+) -> Result<PendingPodSet, FieldError> {
+    Ok(PendingPodSet {
+        spec: pod_set_spec(spec, count, "spec")?,
+        annotations: meta.annotations.clone().unwrap_or_default(),
+        annotations_path: "metadata.annotations".to_string(),
+    })
+}
+
+/// Count, requests and scheduling constraints of a PodSet; `topology` is left to admission.
+fn pod_set_spec(spec: &PodSpec, count: i32, spec_path: &str) -> Result<PodSetSpec, FieldError> {
+    let node_affinity = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref());
+    // `..Default::default()` keeps this compiling if topology/ adds fields to PodSetSpec.
+    #[allow(clippy::needless_update)]
+    Ok(PodSetSpec {
+        name: MAIN_POD_SET.to_string(),
+        count,
+        requests: pod_requests(spec, spec_path)?,
+        topology: None,
+        implied: false,
+        node_selector: spec.node_selector.clone().unwrap_or_default(),
+        tolerations: spec.tolerations.clone().unwrap_or_default(),
+        required_affinity: node_affinity.and_then(|na| {
+            na.required_during_scheduling_ignored_during_execution
+                .clone()
+        }),
+        preferred_affinity: node_affinity
+            .and_then(|na| {
+                na.preferred_during_scheduling_ignored_during_execution
+                    .clone()
+            })
+            .unwrap_or_default(),
+        ..Default::default()
+    })
+}
+
+/// `metadata.namespace`, `default` when absent or empty.
+fn namespace_of(meta: &ObjectMeta) -> String {
+    meta.namespace
+        .clone()
+        .filter(|ns| !ns.is_empty())
+        .unwrap_or_else(|| "default".to_string())
+}
+
+fn label_value(meta: &ObjectMeta, key: &str) -> Option<String> {
+    meta.labels
+        .as_ref()
+        .and_then(|l| l.get(key))
+        .filter(|v| !v.is_empty())
+        .cloned()
+}
+
+fn annotation_value(meta: &ObjectMeta, key: &str) -> Option<String> {
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .filter(|v| !v.is_empty())
+        .cloned()
+}
+
+/// The LocalQueue named by the queue-name label, else by the legacy annotation.
+fn queue_name(meta: &ObjectMeta) -> Option<String> {
+    label_value(meta, keys::QUEUE_NAME_LABEL)
+        .or_else(|| annotation_value(meta, keys::QUEUE_NAME_ANNOTATION))
+}
+
+/// The name of the Job among the controller owner references.
+fn controller_job(meta: &ObjectMeta) -> Option<String> {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true) && r.kind == "Job")
+        .map(|r| r.name.clone())
+}
+
+fn annotation_path(key: &str) -> String {
+    format!("metadata.annotations[{key:?}]")
+}
+
+/// The group's size from `pod-group-total-count`: a positive int32, as Kueue requires.
+fn total_count(meta: &ObjectMeta) -> Result<i32, FieldError> {
+    let path = annotation_path(keys::POD_GROUP_TOTAL_COUNT);
+    let Some(value) = meta
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(keys::POD_GROUP_TOTAL_COUNT))
+    else {
+        return Err(FieldError::new(
+            path,
+            format!(
+                "missing (required with the {} label)",
+                keys::POD_GROUP_NAME_LABEL
+            ),
+        ));
+    };
+    match value.parse::<i32>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(FieldError::new(
+            path,
+            format!("must be a positive integer, got {value:?}"),
+        )),
+    }
+}
