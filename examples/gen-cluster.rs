@@ -13,7 +13,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use kube_tas::keys::{PODSET_PREFERRED_TOPOLOGY, PODSET_REQUIRED_TOPOLOGY};
-use kube_tas::synthetic::{BLOCK_LABEL, SyntheticCluster, job_yaml};
+use kube_tas::synthetic::{RACK_LABEL, SyntheticCluster, job_yaml};
 
 /// Generate a synthetic block/rack/host cluster and one Job, as YAML on stdout.
 #[derive(Debug, Parser)]
@@ -55,8 +55,9 @@ struct Args {
     /// Name of the Job.
     #[arg(long, default_value = "big-job")]
     job_name: String,
-    /// Topology level the Job asks for.
-    #[arg(long, default_value = BLOCK_LABEL)]
+    /// Topology level the Job asks for (preferred: climbs to the block when a rack is too
+    /// small).
+    #[arg(long, default_value = RACK_LABEL)]
     level: String,
     /// Make the level required instead of preferred.
     #[arg(long)]

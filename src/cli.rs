@@ -64,6 +64,7 @@ fn run_simulate(args: SimulateArgs) -> ExitCode {
         Ok(g) => g,
         Err(e) => return fail(&format!("--feature-gates: {e}")),
     };
+    let started = std::time::Instant::now();
     let cluster = match crate::cluster::load_paths(&args.paths) {
         Ok(c) => c,
         Err(e) => return fail(&e.to_string()),
@@ -71,7 +72,15 @@ fn run_simulate(args: SimulateArgs) -> ExitCode {
     for w in &cluster.warnings {
         eprintln!("warning: {w}");
     }
+    let loaded = started.elapsed();
     let report = simulate::run(&cluster, &gates);
+    tracing::info!(
+        nodes = cluster.nodes.len(),
+        workloads = cluster.workloads.len(),
+        load_ms = loaded.as_secs_f64() * 1e3,
+        simulate_ms = (started.elapsed() - loaded).as_secs_f64() * 1e3,
+        "simulation done"
+    );
     let text = match args.output {
         Output::Json => match serde_json::to_string_pretty(&report.to_json()) {
             Ok(s) => s + "\n",

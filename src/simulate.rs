@@ -94,7 +94,12 @@ pub struct FlavorReport {
 
 /// Runs the simulation over a loaded cluster.
 pub fn run(cluster: &Cluster, gates: &FeatureGates) -> Report {
-    let mut sim = Simulation { cluster, gates, flavors: BTreeMap::new(), placed: Vec::new() };
+    let mut sim = Simulation {
+        cluster,
+        gates,
+        flavors: BTreeMap::new(),
+        placed: Vec::new(),
+    };
     let mut report = Report::default();
     for w in &cluster.workloads {
         if let Some(r) = sim.workload(w) {
@@ -104,9 +109,17 @@ pub fn run(cluster: &Cluster, gates: &FeatureGates) -> Report {
     for (name, f) in sim.flavors {
         let mut placed: BTreeMap<DomainIdx, Vec<(String, i64)>> = BTreeMap::new();
         for p in sim.placed.iter().filter(|p| p.flavor == name) {
-            placed.entry(p.leaf).or_default().push((p.workload.clone(), p.count));
+            placed
+                .entry(p.leaf)
+                .or_default()
+                .push((p.workload.clone(), p.count));
         }
-        report.flavors.push(FlavorReport { name, tree: f.tree, free: f.free, placed });
+        report.flavors.push(FlavorReport {
+            name,
+            tree: f.tree,
+            free: f.free,
+            placed,
+        });
     }
     report
 }
@@ -168,7 +181,11 @@ impl Simulation<'_> {
 
     /// Places the pod sets group by group (flavors in name order, groups in order of first
     /// appearance); stops at the first group that does not fit, as Kueue does.
-    fn place_workload(&mut self, pod_sets: &[AdmittedPodSet], label: &str) -> (Vec<PodSetReport>, Vec<Placed>) {
+    fn place_workload(
+        &mut self,
+        pod_sets: &[AdmittedPodSet],
+        label: &str,
+    ) -> (Vec<PodSetReport>, Vec<Placed>) {
         let mut reports: Vec<PodSetReport> = pod_sets
             .iter()
             .map(|ps| PodSetReport {
@@ -186,10 +203,15 @@ impl Simulation<'_> {
         for (i, ps) in pod_sets.iter().enumerate() {
             let Some(flavor) = &ps.flavor else { continue };
             let group = ps.spec.topology.as_ref().and_then(|t| t.group_name.clone());
-            match group.and_then(|g| by_name.get(&(flavor.clone(), g.clone())).copied().or_else(|| {
-                by_name.insert((flavor.clone(), g), groups.len());
-                None
-            })) {
+            match group.and_then(|g| {
+                by_name
+                    .get(&(flavor.clone(), g.clone()))
+                    .copied()
+                    .or_else(|| {
+                        by_name.insert((flavor.clone(), g), groups.len());
+                        None
+                    })
+            }) {
                 Some(gi) => groups[gi].1.push(i),
                 None => groups.push((flavor.clone(), vec![i])),
             }
@@ -239,7 +261,10 @@ impl Simulation<'_> {
                         reports[i].domains = a
                             .domains
                             .iter()
-                            .map(|&(d, c)| DomainCount { values: f.tree.domains[d].values.clone(), count: c })
+                            .map(|&(d, c)| DomainCount {
+                                values: f.tree.domains[d].values.clone(),
+                                count: c,
+                            })
                             .collect();
                         for &(leaf, count) in &a.domains {
                             assumed.push(Placed {
@@ -272,27 +297,45 @@ impl Simulation<'_> {
         if self.flavors.contains_key(name) {
             return true;
         }
-        let Some(rf) = self.cluster.resource_flavors.get(name) else { return false };
+        let Some(rf) = self.cluster.resource_flavors.get(name) else {
+            return false;
+        };
         let topology_name = rf.spec.topology_name.clone().unwrap_or_default();
-        let Some(topology) = self.cluster.topologies.get(&topology_name) else { return false };
-        let levels: Vec<String> = topology.spec.levels.iter().map(|l| l.node_label.clone()).collect();
-        let tree = TopologyTree::build(&topology_name, &levels, &rf.spec.node_labels, &self.cluster.nodes);
+        let Some(topology) = self.cluster.topologies.get(&topology_name) else {
+            return false;
+        };
+        let levels: Vec<String> = topology
+            .spec
+            .levels
+            .iter()
+            .map(|l| l.node_label.clone())
+            .collect();
+        let tree = TopologyTree::build(
+            &topology_name,
+            &levels,
+            &rf.spec.node_labels,
+            &self.cluster.nodes,
+        );
         let free = FreeCapacity::with_pod_usage(
             &tree,
-            self.cluster.bound_pods.iter().map(|p| (p.node_name.as_str(), &p.requests)),
+            self.cluster
+                .bound_pods
+                .iter()
+                .map(|p| (p.node_name.as_str(), &p.requests)),
         );
         self.flavors.insert(
             name.to_string(),
-            FlavorState { tree, tolerations: rf.spec.tolerations.clone(), free },
+            FlavorState {
+                tree,
+                tolerations: rf.spec.tolerations.clone(),
+                free,
+            },
         );
-        let replay: Vec<Placed> = self.placed.clone();
-        for p in &replay {
-            let mut free = self.flavors[name].free.clone();
+        let mut free = self.take_free(name);
+        for p in &self.placed {
             apply(&self.flavors, name, &mut free, p);
-            if let Some(f) = self.flavors.get_mut(name) {
-                f.free = free;
-            }
         }
+        self.put_free(name, free);
         true
     }
 
@@ -300,26 +343,45 @@ impl Simulation<'_> {
     fn commit(&mut self, p: Placed) {
         let names: Vec<String> = self.flavors.keys().cloned().collect();
         for name in names {
-            let mut free = self.flavors[&name].free.clone();
+            let mut free = self.take_free(&name);
             apply(&self.flavors, &name, &mut free, &p);
-            if let Some(f) = self.flavors.get_mut(&name) {
-                f.free = free;
-            }
+            self.put_free(&name, free);
         }
         self.placed.push(p);
+    }
+
+    /// Moves a flavor's capacity out (so it can be changed while the trees are read).
+    fn take_free(&mut self, name: &str) -> FreeCapacity {
+        self.flavors
+            .get_mut(name)
+            .map(|f| std::mem::take(&mut f.free))
+            .unwrap_or_default()
+    }
+
+    fn put_free(&mut self, name: &str, free: FreeCapacity) {
+        if let Some(f) = self.flavors.get_mut(name) {
+            f.free = free;
+        }
     }
 }
 
 /// Takes placed pods from `free` (the capacity of flavor `target`): directly when they were
 /// placed on the same flavor, through the node when they were placed on a hostname-level
 /// flavor sharing it (Kueue's overlapping-flavor handling).
-fn apply(flavors: &BTreeMap<String, FlavorState>, target: &str, free: &mut FreeCapacity, p: &Placed) {
+fn apply(
+    flavors: &BTreeMap<String, FlavorState>,
+    target: &str,
+    free: &mut FreeCapacity,
+    p: &Placed,
+) {
     let Some(t) = flavors.get(target) else { return };
     if p.flavor == target {
         free.take(&t.tree, p.leaf, &p.requests, p.count);
         return;
     }
-    let Some(src) = flavors.get(&p.flavor) else { return };
+    let Some(src) = flavors.get(&p.flavor) else {
+        return;
+    };
     if !src.tree.hostname_lowest {
         return;
     }

@@ -21,13 +21,24 @@ pub fn render(report: &Report) -> String {
     for w in &report.workloads {
         let id = format!("{} {}/{}", w.kind, w.namespace, w.name);
         if !w.admitted {
-            let _ = writeln!(out, "  DENIED   {id}\n           {}", w.message.as_deref().unwrap_or(""));
+            let _ = writeln!(
+                out,
+                "  DENIED   {id}\n           {}",
+                w.message.as_deref().unwrap_or("")
+            );
             continue;
         }
         for ps in &w.pod_sets {
-            let name = if w.pod_sets.len() > 1 { format!("{id} [{}]", ps.name) } else { id.clone() };
+            let name = if w.pod_sets.len() > 1 {
+                format!("{id} [{}]", ps.name)
+            } else {
+                id.clone()
+            };
             if ps.flavor.is_none() {
-                let _ = writeln!(out, "  SKIPPED  {name}: no topology request; kube-scheduler places it alone");
+                let _ = writeln!(
+                    out,
+                    "  SKIPPED  {name}: no topology request; kube-scheduler places it alone"
+                );
             } else if ps.fits {
                 let placed: i64 = ps.domains.iter().map(|d| d.count).sum();
                 let _ = writeln!(
@@ -72,11 +83,22 @@ fn render_flavor(out: &mut String, f: &FlavorReport) {
     }
     let hidden = tree.leaves().iter().filter(|&&l| !shown(l)).count();
     if hidden > 0 {
-        let _ = writeln!(out, "  ({hidden} more {} domain(s) without placed pods not shown)", tree.levels.last().map(String::as_str).unwrap_or(""));
+        let _ = writeln!(
+            out,
+            "  ({hidden} more {} domain(s) without placed pods not shown)",
+            tree.levels.last().map(String::as_str).unwrap_or("")
+        );
     }
 }
 
-fn render_domain(out: &mut String, f: &FlavorReport, d: DomainIdx, prefix: &str, last: bool, shown: &dyn Fn(DomainIdx) -> bool) {
+fn render_domain(
+    out: &mut String,
+    f: &FlavorReport,
+    d: DomainIdx,
+    prefix: &str,
+    last: bool,
+    shown: &dyn Fn(DomainIdx) -> bool,
+) {
     let tree = &f.tree;
     let dom = &tree.domains[d];
     let branch = if last { "└─ " } else { "├─ " };
@@ -85,9 +107,18 @@ fn render_domain(out: &mut String, f: &FlavorReport, d: DomainIdx, prefix: &str,
         let placed = f
             .placed
             .get(&d)
-            .map(|v| v.iter().map(|(w, c)| format!("{w}×{c}")).collect::<Vec<_>>().join(", "))
+            .map(|v| {
+                v.iter()
+                    .map(|(w, c)| format!("{w}×{c}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
             .unwrap_or_default();
-        let _ = writeln!(out, "{prefix}{branch}{name:<20} free {:<40} {placed}", free_text(f, d));
+        let _ = writeln!(
+            out,
+            "{prefix}{branch}{name:<20} free {:<40} {placed}",
+            free_text(f, d)
+        );
     } else {
         let _ = writeln!(out, "{prefix}{branch}{name}");
         let kids: Vec<DomainIdx> = dom.children.iter().copied().filter(|&c| shown(c)).collect();

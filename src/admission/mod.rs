@@ -30,12 +30,17 @@ pub struct Denial {
 
 impl Denial {
     fn new(message: impl Into<String>) -> Self {
-        Self { message: message.into() }
+        Self {
+            message: message.into(),
+        }
     }
 
     /// The denial as kubectl shows it to the user.
     pub fn as_kubectl_shows(&self) -> String {
-        format!("admission webhook \"{WEBHOOK_NAME}\" denied the request: {}", self.message)
+        format!(
+            "admission webhook \"{WEBHOOK_NAME}\" denied the request: {}",
+            self.message
+        )
     }
 }
 
@@ -64,7 +69,9 @@ pub fn admit(
     gates: &FeatureGates,
 ) -> Result<Option<Admitted>, Denial> {
     let has_tas_annotation = workload.pod_sets.iter().any(|ps| {
-        ps.annotations.keys().any(|k| k.starts_with("kueue.x-k8s.io/podset-"))
+        ps.annotations
+            .keys()
+            .any(|k| k.starts_with("kueue.x-k8s.io/podset-"))
     });
     if workload.queue_name.is_none() && !has_tas_annotation {
         return Ok(None);
@@ -117,12 +124,25 @@ pub fn admit(
                 "Topology \"{topology_name}\" named by ResourceFlavor \"{flavor_name}\" does not exist"
             ))
         })?;
-        let levels: Vec<&str> =
-            topology.spec.levels.iter().map(|l| l.node_label.as_str()).collect();
+        let levels: Vec<&str> = topology
+            .spec
+            .levels
+            .iter()
+            .map(|l| l.node_label.as_str())
+            .collect();
         if let Some(tr) = &request {
             let from_constraints = gates.multi_layer()
-                && ps.annotations.contains_key(keys::PODSET_SLICE_REQUIRED_TOPOLOGY_CONSTRAINTS);
-            check_levels(tr, from_constraints, &ps.annotations_path, &flavor_name, &topology_name, &levels)?;
+                && ps
+                    .annotations
+                    .contains_key(keys::PODSET_SLICE_REQUIRED_TOPOLOGY_CONSTRAINTS);
+            check_levels(
+                tr,
+                from_constraints,
+                &ps.annotations_path,
+                &flavor_name,
+                &topology_name,
+                &levels,
+            )?;
             if let Some(p) = &tr.preferred
                 && levels.first() == Some(&p.as_str())
                 && levels.len() > 1
@@ -137,7 +157,10 @@ pub fn admit(
         }
         spec.implied = !explicit;
         spec.topology = if explicit { request } else { None };
-        pod_sets.push(AdmittedPodSet { spec, flavor: Some(flavor_name) });
+        pod_sets.push(AdmittedPodSet {
+            spec,
+            flavor: Some(flavor_name),
+        });
     }
     Ok(Some(Admitted { pod_sets, warnings }))
 }
@@ -146,7 +169,11 @@ pub fn admit(
 fn validate(workload: &Workload, gates: &FeatureGates) -> Result<(), Denial> {
     let mut errors = Vec::new();
     for ps in &workload.pod_sets {
-        errors.extend(validate_podset_annotations(&ps.annotations_path, &ps.annotations, gates));
+        errors.extend(validate_podset_annotations(
+            &ps.annotations_path,
+            &ps.annotations,
+            gates,
+        ));
         errors.extend(validate_slice_size_upper_bound(
             &ps.annotations_path,
             &ps.annotations,
@@ -159,17 +186,25 @@ fn validate(workload: &Workload, gates: &FeatureGates) -> Result<(), Denial> {
         .map(|ps| (ps.annotations_path.clone(), &ps.annotations, ps.spec.count))
         .collect();
     errors.extend(validate_podset_groups(&members, gates));
-    if errors.is_empty() { Ok(()) } else { Err(Denial::new(aggregate_message(&errors))) }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(Denial::new(aggregate_message(&errors)))
+    }
 }
 
 /// A ClusterQueue is TAS-only when every flavor of every resource group has a topology.
 fn is_tas_only(cq: &ClusterQueue, cluster: &Cluster) -> bool {
-    cq.spec.resource_groups.iter().flat_map(|g| &g.flavors).all(|f| {
-        cluster
-            .resource_flavors
-            .get(&f.name)
-            .is_some_and(|rf| rf.spec.topology_name.is_some())
-    })
+    cq.spec
+        .resource_groups
+        .iter()
+        .flat_map(|g| &g.flavors)
+        .all(|f| {
+            cluster
+                .resource_flavors
+                .get(&f.name)
+                .is_some_and(|rf| rf.spec.topology_name.is_some())
+        })
 }
 
 /// The TAS flavor a PodSet lands on: in the resource groups covering what it requests, the
@@ -181,10 +216,19 @@ fn tas_flavor_for(
     cq: &ClusterQueue,
     cluster: &Cluster,
 ) -> Result<String, Denial> {
-    let requested: Vec<&String> =
-        spec.requests.iter().filter(|(_, v)| **v != 0).map(|(k, _)| k).collect();
+    let requested: Vec<&String> = spec
+        .requests
+        .iter()
+        .filter(|(_, v)| **v != 0)
+        .map(|(k, _)| k)
+        .collect();
     for r in &requested {
-        if !cq.spec.resource_groups.iter().any(|g| g.covered_resources.contains(r)) {
+        if !cq
+            .spec
+            .resource_groups
+            .iter()
+            .any(|g| g.covered_resources.contains(r))
+        {
             return Err(Denial::new(format!(
                 "pod set \"{}\" requests {r}, which ClusterQueue \"{cq_name}\" does not cover",
                 spec.name
@@ -195,7 +239,9 @@ fn tas_flavor_for(
         .spec
         .resource_groups
         .iter()
-        .filter(|g| requested.is_empty() || requested.iter().any(|r| g.covered_resources.contains(r)))
+        .filter(|g| {
+            requested.is_empty() || requested.iter().any(|r| g.covered_resources.contains(r))
+        })
         .collect();
     let mut chosen: Option<String> = None;
     for g in groups {
@@ -228,7 +274,11 @@ fn tas_flavor_for(
         let what = if requested.is_empty() {
             "any resource".to_string()
         } else {
-            requested.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+            requested
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         };
         Denial::new(format!(
             "ClusterQueue \"{cq_name}\" has no TAS ResourceFlavor (one with spec.topologyName) \
@@ -239,7 +289,11 @@ fn tas_flavor_for(
 }
 
 /// A nodeSelector key the user set to another value than the flavor's nodeLabels.
-fn check_node_selector(spec: &PodSetSpec, flavor_name: &str, flavor: &ResourceFlavor) -> Result<(), Denial> {
+fn check_node_selector(
+    spec: &PodSetSpec,
+    flavor_name: &str,
+    flavor: &ResourceFlavor,
+) -> Result<(), Denial> {
     for (k, v) in &flavor.spec.node_labels {
         if let Some(user) = spec.node_selector.get(k)
             && user != v

@@ -160,10 +160,17 @@ fn collect_files(
             continue;
         }
         let child = entry.path();
-        let child_meta = fs::metadata(&child).map_err(|source| LoadError::Read {
-            path: child.clone(),
-            source,
-        })?;
+        let child_meta = match fs::metadata(&child) {
+            Ok(meta) => meta,
+            // A dangling link or unreadable entry matters only if it looks like a manifest.
+            Err(_) if !is_manifest(&child) => continue,
+            Err(source) => {
+                return Err(LoadError::Read {
+                    path: child,
+                    source,
+                });
+            }
+        };
         if child_meta.is_dir() {
             collect_files(&child, &mut found, visited)?;
         } else if is_manifest(&child) {
@@ -222,7 +229,7 @@ fn parse_yaml_documents(path: &Path, text: &str) -> Result<Vec<(usize, Value)>, 
             max_documents: 10_000_000,
             max_nodes: 500_000_000,
             max_events: 1_000_000_000,
-            max_total_scalar_bytes: 4 << 30,
+            max_total_scalar_bytes: 1 << 30,
         },
         with_snippet: false,
     };
@@ -238,14 +245,26 @@ fn parse_yaml_documents(path: &Path, text: &str) -> Result<Vec<(usize, Value)>, 
             }
         })?;
     // serde-saphyr drops empty documents; number the rest by where each one starts.
-    let starts = document_starts(text);
+    let byte_offsets: Option<Vec<u64>> = docs
+        .iter()
+        .map(|d| d.referenced.span().byte_offset())
+        .collect();
+    let numbering = match (byte_offsets, document_starts_by_markers(text)) {
+        (Some(offsets), Some(starts)) => Some((offsets, starts)),
+        _ => document_starts_by_parsing(text).map(|starts| {
+            let offsets = docs.iter().map(|d| d.referenced.span().offset()).collect();
+            (offsets, starts)
+        }),
+    };
     Ok(docs
         .into_iter()
         .enumerate()
         .map(|(i, doc)| {
-            let offset = doc.referenced.span().offset();
-            let number = match &starts {
-                Some(starts) => starts.partition_point(|&s| s <= offset).max(1),
+            let number = match &numbering {
+                Some((offsets, starts)) => {
+                    let offset = offsets.get(i).copied().unwrap_or(0);
+                    starts.partition_point(|&s| s <= offset).max(1)
+                }
                 None => i + 1,
             };
             (number, doc.value)
@@ -253,9 +272,38 @@ fn parse_yaml_documents(path: &Path, text: &str) -> Result<Vec<(usize, Value)>, 
         .collect())
 }
 
-/// Character offsets where each document of a YAML stream starts (explicit `---` or not);
-/// `None` if the stream cannot be scanned (it parsed once already, so this is a fallback).
-fn document_starts(text: &str) -> Option<Vec<u64>> {
+/// Byte offsets where each document starts, from the `---` lines: YAML forbids a line that
+/// starts with `---` (or `...`) inside any content, so in a stream that parsed every such
+/// line is a document marker. The first document may start without one. `None` when the
+/// stream has `...` end markers (a document may then start bare), left to the parser.
+fn document_starts_by_markers(text: &str) -> Option<Vec<u64>> {
+    let is_marker = |line: &str, marker: &str| {
+        line.strip_prefix(marker)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '\r', '\n']))
+    };
+    let mut starts = Vec::new();
+    let mut content_before_first_marker = false;
+    let mut offset = 0u64;
+    for line in text.split_inclusive('\n') {
+        if is_marker(line, "---") {
+            starts.push(offset);
+        } else if is_marker(line, "...") {
+            return None;
+        } else if starts.is_empty() {
+            let t = line.trim();
+            content_before_first_marker |= !(t.is_empty() || t.starts_with(['#', '%']));
+        }
+        offset += line.len() as u64;
+    }
+    if content_before_first_marker {
+        starts.insert(0, 0);
+    }
+    Some(starts)
+}
+
+/// Character offsets where each document starts, from the parser's events (slower; used
+/// when [`document_starts_by_markers`] cannot decide). `None` if the scan fails.
+fn document_starts_by_parsing(text: &str) -> Option<Vec<u64>> {
     use serde_saphyr::granit_parser::{Event, Parser};
     let mut starts = Vec::new();
     for event in Parser::new_from_str(text) {
@@ -322,6 +370,8 @@ impl Kind {
             ("v1", "Node") => Some(Kind::Node),
             ("v1", "Pod") => Some(Kind::Pod),
             ("batch/v1", "Job") => Some(Kind::Job),
+            // Kueue served Topology as v1alpha1 before v1beta1, with the same fields.
+            ("kueue.x-k8s.io/v1alpha1", "Topology") => Some(Kind::Topology),
             (v, k) if kueue::API_VERSIONS.contains(&v) => match k {
                 "Topology" => Some(Kind::Topology),
                 "ResourceFlavor" => Some(Kind::ResourceFlavor),
@@ -377,7 +427,7 @@ impl Loader {
             return Ok(());
         }
         let raw = identify(at, value, None)?;
-        if raw.kind.ends_with("List") && raw.value.get("items").is_some() {
+        if raw.kind == "List" || (raw.kind.ends_with("List") && raw.value.get("items").is_some()) {
             return self.load_list(raw);
         }
         self.load_object(raw)

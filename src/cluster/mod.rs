@@ -3,7 +3,7 @@
 //!
 //! What lives here:
 //! * [`quantity`]: Kubernetes quantities and the `i64` units Kueue counts in;
-//! * [`pod_requests`]: a pod's effective requests (containers, init containers, sidecars,
+//! * [`mod@pod_requests`]: a pod's effective requests (containers, init containers, sidecars,
 //!   overhead, pod-level resources);
 //! * [`kueue`]: serde types for Kueue's objects;
 //! * `load`: [`load_paths`], which reads files and folders of manifests and builds a

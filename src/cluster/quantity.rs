@@ -522,3 +522,40 @@ mod tests {
         assert_eq!(q("2Ki"), "2048");
     }
 }
+
+#[cfg(test)]
+mod proptests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn never_panics(s in "[-+0-9.eEinumkKMGTP ]{0,40}") {
+            let _ = parse_quantity(&s).map(|q| (q.value(), q.milli_value()));
+        }
+
+        #[test]
+        fn never_panics_on_anything(s in "\\PC{0,40}") {
+            let _ = parse_quantity(&s);
+        }
+
+        #[test]
+        fn integers_with_suffixes(n in 0i64..1_000_000, suffix in 0usize..6) {
+            let (text, factor): (&str, i128) =
+                [("", 1), ("k", 1_000), ("M", 1_000_000), ("Ki", 1024), ("Mi", 1 << 20), ("m", 0)]
+                    [suffix];
+            let q = parse_quantity(&format!("{n}{text}")).expect("valid");
+            if factor == 0 {
+                prop_assert_eq!(q.nanos(), i128::from(n) * 1_000_000);
+            } else {
+                prop_assert_eq!(q.value() as i128, i128::from(n) * factor);
+            }
+        }
+
+        #[test]
+        fn milli_decimals(whole in 0i64..10_000, frac in 0i64..1000) {
+            let q = parse_quantity(&format!("{whole}.{frac:03}")).expect("valid");
+            prop_assert_eq!(q.milli_value(), whole * 1000 + frac);
+        }
+    }
+}

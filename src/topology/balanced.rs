@@ -36,7 +36,10 @@ impl Evaluation<'_> {
         let groups: Vec<Vec<DomainIdx>> = if level == 0 {
             vec![tree.by_level[0].clone()]
         } else {
-            tree.by_level[level - 1].iter().map(|&p| tree.domains[p].children.clone()).collect()
+            tree.by_level[level - 1]
+                .iter()
+                .map(|&p| tree.domains[p].children.clone())
+                .collect()
         };
         let mut best: Option<(i64, i64, Vec<DomainIdx>, Saved)> = None;
         for group in groups {
@@ -94,15 +97,23 @@ impl Evaluation<'_> {
     }
 
     /// Step B: choose the domains and hand out T slices each, extra slices to the front.
-    fn apply_balanced(&mut self, best: &[DomainIdx], t: i64, need: i64, leaders: i64) -> Option<(usize, Vec<DomainIdx>)> {
+    fn apply_balanced(
+        &mut self,
+        best: &[DomainIdx],
+        t: i64,
+        need: i64,
+        leaders: i64,
+    ) -> Option<(usize, Vec<DomainIdx>)> {
         let tree = self.ctx.tree;
         let (candidates, fit_level) = if self.p.level < self.p.slice_level {
             let r = self.optimal_set(best, need, leaders, true);
             if r.is_empty() {
                 return None;
             }
-            let kids: Vec<DomainIdx> =
-                r.iter().flat_map(|&d| tree.domains[d].children.iter().copied()).collect();
+            let kids: Vec<DomainIdx> = r
+                .iter()
+                .flat_map(|&d| tree.domains[d].children.iter().copied())
+                .collect();
             (kids, self.p.level + 1)
         } else {
             (best.to_vec(), self.p.level)
@@ -126,7 +137,11 @@ impl Evaluation<'_> {
                 (c.slices_with_leader - t).min(extra)
             } else {
                 c.leaders = 0;
-                if extra > 0 { (c.slices - t).min(extra) } else { 0 }
+                if extra > 0 {
+                    (c.slices - t).min(extra)
+                } else {
+                    0
+                }
             };
             c.slices = t + take;
             c.slices_with_leader = t + take;
@@ -152,7 +167,12 @@ impl Evaluation<'_> {
     fn greedy(&self, ds: &[DomainIdx], need: i64, leaders: i64) -> Greedy {
         let mut rem_slices = need;
         let mut rem_leaders = leaders;
-        let mut out = Greedy { fits: false, domains: 0, last_with_leader: None, last: None };
+        let mut out = Greedy {
+            fits: false,
+            domains: 0,
+            last_with_leader: None,
+            last: None,
+        };
         let mut rest: Vec<DomainIdx> = ds.to_vec();
         if rem_leaders > 0 {
             let mut sorted = ds.to_vec();
@@ -212,7 +232,10 @@ impl Evaluation<'_> {
         let c = self.counts[d];
         if c.slices < t {
             self.for_subtree(d, |c| {
-                *c = DomainCounts { affinity: c.affinity, ..Default::default() };
+                *c = DomainCounts {
+                    affinity: c.affinity,
+                    ..Default::default()
+                };
             });
         } else if has_leader && c.leaders > 0 && c.slices_with_leader < t {
             self.for_subtree(d, |c| {
@@ -251,7 +274,13 @@ impl Evaluation<'_> {
 
     /// Kueue's `selectOptimalDomainSetToFit`: among sets of the greedy size, the one that fits
     /// with the least total capacity (dynamic programme over (leaders left, pods left)).
-    fn optimal_set(&self, ds: &[DomainIdx], need: i64, leaders: i64, entropy: bool) -> Vec<DomainIdx> {
+    fn optimal_set(
+        &self,
+        ds: &[DomainIdx],
+        need: i64,
+        leaders: i64,
+        entropy: bool,
+    ) -> Vec<DomainIdx> {
         let tree = self.ctx.tree;
         let g = self.greedy(ds, need, leaders);
         if !g.fits {

@@ -8,16 +8,22 @@ use super::resources::{PODS, ResourceList};
 use super::tree::{DomainIdx, TopologyTree};
 
 /// Remaining resources per leaf, on the tree's dense resource axis.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FreeCapacity {
-    per_domain: Vec<Vec<i64>>,
+    /// Row-major: `width` resources per domain.
+    values: Vec<i64>,
+    width: usize,
 }
 
 impl FreeCapacity {
     /// Capacity with no usage at all: every leaf's allocatable.
     pub fn empty(tree: &TopologyTree) -> Self {
-        let per_domain = tree.domains.iter().map(|d| d.capacity.clone()).collect();
-        Self { per_domain }
+        let width = tree.resources.len();
+        let mut values = Vec::with_capacity(width * tree.domains.len());
+        for d in &tree.domains {
+            values.extend_from_slice(&d.capacity);
+        }
+        Self { values, width }
     }
 
     /// Allocatable minus the given usage, one entry per pod: (node name, its requests).
@@ -37,8 +43,14 @@ impl FreeCapacity {
     }
 
     /// Takes `count` pods of `requests` (plus one `pods` slot each) from a leaf.
-    pub fn take(&mut self, tree: &TopologyTree, leaf: DomainIdx, requests: &ResourceList, count: i64) {
-        let slot = &mut self.per_domain[leaf];
+    pub fn take(
+        &mut self,
+        tree: &TopologyTree,
+        leaf: DomainIdx,
+        requests: &ResourceList,
+        count: i64,
+    ) {
+        let slot = &mut self.values[leaf * self.width..(leaf + 1) * self.width];
         for (name, value) in requests {
             if name == PODS {
                 continue;
@@ -53,12 +65,18 @@ impl FreeCapacity {
     }
 
     /// Gives back what [`FreeCapacity::take`] took.
-    pub fn give(&mut self, tree: &TopologyTree, leaf: DomainIdx, requests: &ResourceList, count: i64) {
+    pub fn give(
+        &mut self,
+        tree: &TopologyTree,
+        leaf: DomainIdx,
+        requests: &ResourceList,
+        count: i64,
+    ) {
         self.take(tree, leaf, requests, count.saturating_neg());
     }
 
     /// The remaining resources of a leaf.
     pub fn remaining(&self, leaf: DomainIdx) -> &[i64] {
-        &self.per_domain[leaf]
+        &self.values[leaf * self.width..(leaf + 1) * self.width]
     }
 }

@@ -163,13 +163,19 @@ mod tests {
     #[test]
     fn count_in_takes_the_smallest_and_names_the_first_limiting_resource() {
         let tree = TopologyTree::build("t", &[], &BTreeMap::new(), &[]);
-        let req = DenseRequest { items: vec![(Some(0), 2, "cpu".into()), (Some(1), 1, "pods".into())] };
+        let req = DenseRequest {
+            items: vec![(Some(0), 2, "cpu".into()), (Some(1), 1, "pods".into())],
+        };
         assert_eq!(req.count_in(&[8, 3]), (3, Some("pods")));
         assert_eq!(req.count_in(&[6, 3]), (3, Some("cpu")));
         assert_eq!(req.count_in(&[-4, 3]), (0, Some("cpu")));
-        let missing = DenseRequest { items: vec![(None, 1, "example.com/gpu".into())] };
+        let missing = DenseRequest {
+            items: vec![(None, 1, "example.com/gpu".into())],
+        };
         assert_eq!(missing.count_in(&[]), (0, Some("example.com/gpu")));
-        let zero = DenseRequest { items: vec![(None, 0, "example.com/gpu".into())] };
+        let zero = DenseRequest {
+            items: vec![(None, 0, "example.com/gpu".into())],
+        };
         assert_eq!(zero.count_in(&[]).0, i64::from(i32::MAX));
         let _ = tree;
     }
@@ -177,8 +183,18 @@ mod tests {
     #[test]
     fn combine_rounds_children_and_keeps_the_smallest_leader_penalty() {
         let kids = [
-            DomainCounts { pods: 7, pods_with_leader: 5, leaders: 1, ..Default::default() },
-            DomainCounts { pods: 4, pods_with_leader: 4, leaders: 0, ..Default::default() },
+            DomainCounts {
+                pods: 7,
+                pods_with_leader: 5,
+                leaders: 1,
+                ..Default::default()
+            },
+            DomainCounts {
+                pods: 4,
+                pods_with_leader: 4,
+                leaders: 0,
+                ..Default::default()
+            },
         ];
         let c = combine(kids.into_iter(), Some(2), true, 2, true);
         // 7 → 6 and 5 → 4 after rounding to 2; 4 stays; penalty only from the leader child.

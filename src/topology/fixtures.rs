@@ -23,7 +23,11 @@ pub struct NodeBuilder(NodeInfo);
 impl NodeBuilder {
     /// A Ready, schedulable node whose hostname label is its name, with 110 pod slots.
     pub fn new(name: &str) -> Self {
-        let mut n = NodeInfo { name: name.into(), ready: true, ..Default::default() };
+        let mut n = NodeInfo {
+            name: name.into(),
+            ready: true,
+            ..Default::default()
+        };
         n.labels.insert(HOST.into(), name.into());
         n.allocatable.insert("pods".into(), 110);
         Self(n)
@@ -74,23 +78,37 @@ pub fn podset(count: i32, cpu: i64, topology: TopologyRequest) -> PodSetSpec {
 
 /// `required` at a level.
 pub fn required(level: &str) -> TopologyRequest {
-    TopologyRequest { required: Some(level.into()), ..Default::default() }
+    TopologyRequest {
+        required: Some(level.into()),
+        ..Default::default()
+    }
 }
 
 /// `preferred` at a level.
 pub fn preferred(level: &str) -> TopologyRequest {
-    TopologyRequest { preferred: Some(level.into()), ..Default::default() }
+    TopologyRequest {
+        preferred: Some(level.into()),
+        ..Default::default()
+    }
 }
 
 /// `unconstrained: true`.
 pub fn unconstrained() -> TopologyRequest {
-    TopologyRequest { unconstrained: Some(true), ..Default::default() }
+    TopologyRequest {
+        unconstrained: Some(true),
+        ..Default::default()
+    }
 }
 
 /// Adds slice layers `(level, size)`, outermost first.
 pub fn sliced(mut tr: TopologyRequest, layers: &[(&str, i32)]) -> TopologyRequest {
-    tr.slice_layers =
-        layers.iter().map(|(l, s)| SliceLayer { level: (*l).into(), size: *s }).collect();
+    tr.slice_layers = layers
+        .iter()
+        .map(|(l, s)| SliceLayer {
+            level: (*l).into(),
+            size: *s,
+        })
+        .collect();
     tr
 }
 
@@ -104,8 +122,18 @@ pub fn place(
     let levels: Vec<String> = levels.iter().map(|s| s.to_string()).collect();
     let tree = TopologyTree::build("default", &levels, &BTreeMap::new(), nodes);
     let free = FreeCapacity::empty(&tree);
-    let ctx = PlacementContext { tree: &tree, free: &free, gates, flavor_name: "tas", flavor_tolerations: &[] };
-    let group = GroupRequest { workers: ps, leader: None, within: None };
+    let ctx = PlacementContext {
+        tree: &tree,
+        free: &free,
+        gates,
+        flavor_name: "tas",
+        flavor_tolerations: &[],
+    };
+    let group = GroupRequest {
+        workers: ps,
+        leader: None,
+        within: None,
+    };
     let placed = place_group(&ctx, &group).map_err(|e| e.message)?;
     Ok(placed
         .workers

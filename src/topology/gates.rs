@@ -55,7 +55,9 @@ pub struct FeatureGates {
 
 impl Default for FeatureGates {
     fn default() -> Self {
-        Self { values: KNOWN_GATES.iter().copied().collect() }
+        Self {
+            values: KNOWN_GATES.iter().copied().collect(),
+        }
     }
 }
 
@@ -64,13 +66,17 @@ impl FeatureGates {
     pub fn parse(spec: &str) -> Result<Self, GateError> {
         let mut gates = Self::default();
         for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let (name, value) =
-                item.split_once('=').ok_or_else(|| GateError::Malformed { item: item.into() })?;
+            let (name, value) = item
+                .split_once('=')
+                .ok_or_else(|| GateError::Malformed { item: item.into() })?;
             let value = match value.trim() {
                 "true" | "True" | "TRUE" => true,
                 "false" | "False" | "FALSE" => false,
                 other => {
-                    return Err(GateError::NotBool { name: name.into(), value: other.into() });
+                    return Err(GateError::NotBool {
+                        name: name.into(),
+                        value: other.into(),
+                    });
                 }
             };
             gates.set(name.trim(), value)?;
@@ -88,7 +94,11 @@ impl FeatureGates {
             }
             None => Err(GateError::Unknown {
                 name: name.into(),
-                known: KNOWN_GATES.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", "),
+                known: KNOWN_GATES
+                    .iter()
+                    .map(|(n, _)| *n)
+                    .collect::<Vec<_>>()
+                    .join(", "),
             }),
         }
     }
@@ -118,7 +128,11 @@ impl FeatureGates {
 
 impl fmt::Display for FeatureGates {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let items: Vec<String> = self.values.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let items: Vec<String> = self
+            .values
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
         f.write_str(&items.join(","))
     }
 }
@@ -141,12 +155,18 @@ mod tests {
         let g = FeatureGates::parse("TASBalancedPlacement=true, TASProfileMixed=false").unwrap();
         assert!(g.balanced_placement());
         assert!(!g.profile_mixed());
-        assert!(matches!(FeatureGates::parse("NoSuchGate=true"), Err(GateError::Unknown { .. })));
+        assert!(matches!(
+            FeatureGates::parse("NoSuchGate=true"),
+            Err(GateError::Unknown { .. })
+        ));
         assert!(matches!(
             FeatureGates::parse("TASBalancedPlacement=yes"),
             Err(GateError::NotBool { .. })
         ));
-        assert!(matches!(FeatureGates::parse("TASBalancedPlacement"), Err(GateError::Malformed { .. })));
+        assert!(matches!(
+            FeatureGates::parse("TASBalancedPlacement"),
+            Err(GateError::Malformed { .. })
+        ));
         assert_eq!(FeatureGates::parse("").unwrap(), FeatureGates::default());
     }
 }

@@ -45,7 +45,11 @@ impl Exclusions {
             return String::new();
         }
         reasons.sort();
-        format!(". Total nodes: {}; excluded: {}", self.total_nodes, reasons.join(", "))
+        format!(
+            ". Total nodes: {}; excluded: {}",
+            self.total_nodes,
+            reasons.join(", ")
+        )
     }
 }
 
@@ -59,7 +63,9 @@ pub struct NotFit {
 impl NotFit {
     /// A reason with no further structure.
     pub fn plain(message: impl Into<String>) -> Self {
-        Self { message: message.into() }
+        Self {
+            message: message.into(),
+        }
     }
 }
 
@@ -78,7 +84,11 @@ mod tests {
     #[test]
     fn suffix_is_sorted_and_empty_without_exclusions() {
         assert_eq!(Exclusions::default().suffix(), "");
-        let mut e = Exclusions { total_nodes: 4, node_selector: 2, ..Default::default() };
+        let mut e = Exclusions {
+            total_nodes: 4,
+            node_selector: 2,
+            ..Default::default()
+        };
         e.resources.insert("cpu".into(), 1);
         e.taints.insert("key=value:NoSchedule".into(), 1);
         assert_eq!(

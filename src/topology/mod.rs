@@ -6,10 +6,10 @@
 //! in; nothing here calls out.
 
 pub mod balanced;
-#[cfg(test)]
-pub mod fixtures;
 pub mod capacity;
 pub mod counting;
+#[cfg(test)]
+pub mod fixtures;
 pub mod gates;
 pub mod message;
 pub mod node;

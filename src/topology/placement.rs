@@ -98,7 +98,10 @@ impl Params {
 }
 
 /// Places a group, or says why it does not fit in Kueue's words.
-pub fn place_group(ctx: &PlacementContext<'_>, group: &GroupRequest<'_>) -> Result<GroupPlacement, NotFit> {
+pub fn place_group(
+    ctx: &PlacementContext<'_>,
+    group: &GroupRequest<'_>,
+) -> Result<GroupPlacement, NotFit> {
     let mut eval = Evaluation::new(ctx, group)?;
     if eval.p.count == 0 {
         return Ok(GroupPlacement {
@@ -142,7 +145,9 @@ impl<'a> Evaluation<'a> {
         let layers_req = &tr.slice_layers;
         let slice_size = match layers_req.first() {
             Some(l) if l.size <= 0 => {
-                return Err(NotFit::plain("slice topology requested, but slice size not provided"));
+                return Err(NotFit::plain(
+                    "slice topology requested, but slice size not provided",
+                ));
             }
             Some(l) => i64::from(l.size),
             None => 1,
@@ -156,7 +161,10 @@ impl<'a> Evaluation<'a> {
         } else if let Some(p) = &tr.preferred {
             p.clone()
         } else if slice_only {
-            tree.levels.first().cloned().ok_or_else(level_not_specified)?
+            tree.levels
+                .first()
+                .cloned()
+                .ok_or_else(level_not_specified)?
         } else if tr.unconstrained == Some(true) || w.implied {
             lowest.clone().ok_or_else(level_not_specified)?
         } else {
@@ -170,7 +178,9 @@ impl<'a> Evaluation<'a> {
             None => lowest.unwrap_or_default(),
         };
         let slice_level = tree.level_index(&slice_key).ok_or_else(|| {
-            NotFit::plain(format!("no requested topology level for slices: {slice_key}"))
+            NotFit::plain(format!(
+                "no requested topology level for slices: {slice_key}"
+            ))
         })?;
         if level > slice_level {
             return Err(NotFit::plain(format!(
@@ -228,7 +238,9 @@ impl<'a> Evaluation<'a> {
             counts: vec![DomainCounts::default(); tree.domains.len()],
             exclusions: Exclusions::default(),
             requests: DenseRequest::new(tree, &with_pod_slot(&w.requests)),
-            leader_requests: group.leader.map(|l| DenseRequest::new(tree, &with_pod_slot(&l.requests))),
+            leader_requests: group
+                .leader
+                .map(|l| DenseRequest::new(tree, &with_pod_slot(&l.requests))),
             p,
         })
     }
@@ -240,35 +252,48 @@ impl<'a> Evaluation<'a> {
         let mut tolerations: Vec<Toleration> = w.tolerations.clone();
         tolerations.extend(self.ctx.flavor_tolerations.iter().cloned());
         let required = match &w.required_affinity {
-            Some(aff) if tree.hostname_lowest => Some(node::RequiredAffinity::parse(aff).map_err(|e| {
-                NotFit::plain(format!("invalid affinity node selectors: {aff:?}, reason: {e}"))
-            })?),
+            Some(aff) if tree.hostname_lowest => {
+                Some(node::RequiredAffinity::parse(aff).map_err(|e| {
+                    NotFit::plain(format!(
+                        "invalid affinity node selectors: {aff:?}, reason: {e}"
+                    ))
+                })?)
+            }
             _ => None,
         };
-        let preferred = if tree.hostname_lowest && self.p.affinity && !w.preferred_affinity.is_empty() {
-            Some(node::PreferredAffinity::parse(&w.preferred_affinity).map_err(|e| {
-                NotFit::plain(format!("invalid preferred node affinity terms: {e}"))
-            })?)
-        } else {
-            None
-        };
+        let preferred =
+            if tree.hostname_lowest && self.p.affinity && !w.preferred_affinity.is_empty() {
+                Some(
+                    node::PreferredAffinity::parse(&w.preferred_affinity).map_err(|e| {
+                        NotFit::plain(format!("invalid preferred node affinity terms: {e}"))
+                    })?,
+                )
+            } else {
+                None
+            };
         for &leaf in tree.leaves() {
             self.exclusions.total_nodes += 1;
             if tree.hostname_lowest {
-                let Some(n) = tree.leaf_node(leaf) else { continue };
+                let Some(n) = tree.leaf_node(leaf) else {
+                    continue;
+                };
                 if let Some(taint) = node::first_untolerated_taint(&n.taints, &tolerations) {
-                    *self.exclusions.taints.entry(node::taint_to_string(taint)).or_default() += 1;
+                    *self
+                        .exclusions
+                        .taints
+                        .entry(node::taint_to_string(taint))
+                        .or_default() += 1;
                     continue;
                 }
                 if !node::matches_node_selector(&n.labels, &w.node_selector) {
                     self.exclusions.node_selector += 1;
                     continue;
                 }
-                if let Some(aff) = &required {
-                    if !aff.matches(n) {
-                        self.exclusions.affinity += 1;
-                        continue;
-                    }
+                if let Some(aff) = &required
+                    && !aff.matches(n)
+                {
+                    self.exclusions.affinity += 1;
+                    continue;
                 }
                 if let Some(pref) = &preferred {
                     self.counts[leaf].affinity = pref.score(n);
@@ -290,12 +315,12 @@ impl<'a> Evaluation<'a> {
             let c = &mut self.counts[leaf];
             c.pods = pods;
             c.pods_with_leader = pods;
-            if let Some(lr) = &self.leader_requests {
-                if lr.count_in(&free).0 > 0 {
-                    c.leaders = 1;
-                    lr.subtract_from(&mut free);
-                    c.pods_with_leader = self.requests.count_in(&free).0;
-                }
+            if let Some(lr) = &self.leader_requests
+                && lr.count_in(&free).0 > 0
+            {
+                c.leaders = 1;
+                lr.subtract_from(&mut free);
+                c.pods_with_leader = self.requests.count_in(&free).0;
             }
         }
         aggregate(
@@ -354,7 +379,13 @@ impl<'a> Evaluation<'a> {
     }
 
     /// Kueue's `findBestFit…`: the first candidate with the smallest capacity ≥ `needed`.
-    fn find_best_fit(&self, ds: &[DomainIdx], needed: i64, leaders: i64, slices: bool) -> DomainIdx {
+    fn find_best_fit(
+        &self,
+        ds: &[DomainIdx],
+        needed: i64,
+        leaders: i64,
+        slices: bool,
+    ) -> DomainIdx {
         let candidates = self.affinity_tier(ds);
         let mut best: Option<(DomainIdx, i64)> = None;
         for &c in candidates {
@@ -374,7 +405,10 @@ impl<'a> Evaluation<'a> {
             return ds;
         }
         let top = self.counts[ds[0]].affinity;
-        let n = ds.iter().take_while(|&&d| self.counts[d].affinity == top).count();
+        let n = ds
+            .iter()
+            .take_while(|&&d| self.counts[d].affinity == top)
+            .count();
         &ds[..n]
     }
 
@@ -431,9 +465,15 @@ impl<'a> Evaluation<'a> {
     }
 
     /// Greedy over several domains of one level (preferred at the top, or unconstrained).
-    fn spread(&self, lvl: usize, sorted: Vec<DomainIdx>, need: i64) -> Result<(usize, Vec<DomainIdx>), NotFit> {
+    fn spread(
+        &self,
+        lvl: usize,
+        sorted: Vec<DomainIdx>,
+        need: i64,
+    ) -> Result<(usize, Vec<DomainIdx>), NotFit> {
         let lc = self.p.leader_count;
-        let sorted = self.prioritize_leader_domain(sorted, self.p.count, lc, self.p.slice_size, true);
+        let sorted =
+            self.prioritize_leader_domain(sorted, self.p.count, lc, self.p.slice_size, true);
         let mut taken = Vec::new();
         let mut rem_slices = need;
         let mut rem_leaders = lc;
@@ -470,7 +510,14 @@ impl<'a> Evaluation<'a> {
     }
 
     /// Kueue's `updateCountsToMinimum`: trims the domains' counts to exactly the request.
-    pub fn update_counts_to_minimum(&mut self, ds: Vec<DomainIdx>, count: i64, leaders: i64, unit: i64, slices: bool) -> Vec<DomainIdx> {
+    pub fn update_counts_to_minimum(
+        &mut self,
+        ds: Vec<DomainIdx>,
+        count: i64,
+        leaders: i64,
+        unit: i64,
+        slices: bool,
+    ) -> Vec<DomainIdx> {
         let ds = self.prioritize_leader_domain(ds, count, leaders, unit, slices);
         let unit = if slices { unit } else { 1 };
         let mut rem = if slices { count / unit } else { count };
@@ -484,7 +531,11 @@ impl<'a> Evaluation<'a> {
                     d = self.find_best_fit(&ds[i..], rem, rem_l, slices);
                 }
                 let c = &mut self.counts[d];
-                let wl = if slices { &mut c.slices_with_leader } else { &mut c.pods_with_leader };
+                let wl = if slices {
+                    &mut c.slices_with_leader
+                } else {
+                    &mut c.pods_with_leader
+                };
                 if *wl >= rem && c.leaders >= rem_l {
                     *wl = rem;
                     c.leaders = rem_l;
@@ -531,7 +582,14 @@ impl<'a> Evaluation<'a> {
 
     /// Kueue's `prioritizeLeaderDomain`: move to the front the first domain that can take the
     /// leader and still leave room for everything.
-    fn prioritize_leader_domain(&self, ds: Vec<DomainIdx>, count: i64, leaders: i64, unit: i64, slices: bool) -> Vec<DomainIdx> {
+    fn prioritize_leader_domain(
+        &self,
+        ds: Vec<DomainIdx>,
+        count: i64,
+        leaders: i64,
+        unit: i64,
+        slices: bool,
+    ) -> Vec<DomainIdx> {
         if leaders == 0 || ds.len() < 2 {
             return ds;
         }
@@ -550,7 +608,12 @@ impl<'a> Evaluation<'a> {
     }
 
     /// Phase 2b: from the fit level down to the leaves.
-    pub fn descend(&mut self, level: usize, domains: Vec<DomainIdx>, balanced: bool) -> Vec<DomainIdx> {
+    pub fn descend(
+        &mut self,
+        level: usize,
+        domains: Vec<DomainIdx>,
+        balanced: bool,
+    ) -> Vec<DomainIdx> {
         let tree = self.ctx.tree;
         let depth = tree.depth();
         let (count, lc, ss) = (self.p.count, self.p.leader_count, self.p.slice_size);
@@ -562,8 +625,10 @@ impl<'a> Evaluation<'a> {
         let mut lvl = level;
         if !balanced {
             while lvl < self.p.slice_level.min(depth - 1) {
-                let mut pool: Vec<DomainIdx> =
-                    fit.iter().flat_map(|&d| tree.domains[d].children.iter().copied()).collect();
+                let mut pool: Vec<DomainIdx> = fit
+                    .iter()
+                    .flat_map(|&d| tree.domains[d].children.iter().copied())
+                    .collect();
                 self.sort_domains(&mut pool, false);
                 fit = self.update_counts_to_minimum(pool, count, lc, ss, true);
                 lvl += 1;
@@ -645,7 +710,11 @@ impl<'a> Evaluation<'a> {
             }
             m
         } else {
-            let unit = if self.p.slice_size == 1 { "pod" } else { "slice" };
+            let unit = if self.p.slice_size == 1 {
+                "pod"
+            } else {
+                "slice"
+            };
             if fit == 0 {
                 format!("topology \"{name}\" doesn't allow to fit any of {need} {unit}(s)")
             } else {
@@ -659,8 +728,14 @@ impl<'a> Evaluation<'a> {
     fn descendants_at(&self, d: DomainIdx, level: usize) -> Vec<DomainIdx> {
         let tree = self.ctx.tree;
         let mut frontier = vec![d];
-        while frontier.first().is_some_and(|&f| tree.domains[f].level < level) {
-            frontier = frontier.iter().flat_map(|&f| tree.domains[f].children.iter().copied()).collect();
+        while frontier
+            .first()
+            .is_some_and(|&f| tree.domains[f].level < level)
+        {
+            frontier = frontier
+                .iter()
+                .flat_map(|&f| tree.domains[f].children.iter().copied())
+                .collect();
         }
         frontier
     }
@@ -679,26 +754,65 @@ pub fn cmp_values(tree: &TopologyTree, a: DomainIdx, b: DomainIdx) -> Ordering {
 #[cfg(test)]
 mod tests {
     use super::super::fixtures::*;
-    use crate::topology::TopologyRequest;
     use super::*;
+    use crate::topology::TopologyRequest;
 
     fn host(name: &str, block: &str, rack: &str, cpu: i64) -> crate::topology::NodeInfo {
-        NodeBuilder::new(name).block(block).rack(rack).cpu(cpu).build()
+        NodeBuilder::new(name)
+            .block(block)
+            .rack(rack)
+            .cpu(cpu)
+            .build()
     }
 
     #[test]
     fn best_fit_fills_largest_hosts_then_jumps_to_the_tightest() {
         // Worked example a: a rack with hosts 3,3,2,1 and 7 pods → 3,3,1.
-        let nodes = [host("x1", "b1", "r1", 3), host("x2", "b1", "r1", 3), host("x3", "b1", "r1", 2), host("x4", "b1", "r1", 1)];
-        let got = place(&[BLOCK, RACK, HOST], &nodes, &podset(7, 1, required(RACK)), &FeatureGates::default());
-        assert_eq!(got, Ok(domains(&[("b1/r1/x1", 3), ("b1/r1/x2", 3), ("b1/r1/x4", 1)])));
+        let nodes = [
+            host("x1", "b1", "r1", 3),
+            host("x2", "b1", "r1", 3),
+            host("x3", "b1", "r1", 2),
+            host("x4", "b1", "r1", 1),
+        ];
+        let got = place(
+            &[BLOCK, RACK, HOST],
+            &nodes,
+            &podset(7, 1, required(RACK)),
+            &FeatureGates::default(),
+        );
+        assert_eq!(
+            got,
+            Ok(domains(&[
+                ("b1/r1/x1", 3),
+                ("b1/r1/x2", 3),
+                ("b1/r1/x4", 1)
+            ]))
+        );
     }
 
     #[test]
     fn least_free_fills_the_smallest_hosts_first() {
-        let nodes = [host("x1", "b1", "r1", 3), host("x2", "b1", "r1", 3), host("x3", "b1", "r1", 2), host("x4", "b1", "r1", 1)];
-        let got = place(&[BLOCK, RACK, HOST], &nodes, &podset(7, 1, unconstrained()), &FeatureGates::default());
-        assert_eq!(got, Ok(domains(&[("b1/r1/x1", 3), ("b1/r1/x2", 1), ("b1/r1/x3", 2), ("b1/r1/x4", 1)])));
+        let nodes = [
+            host("x1", "b1", "r1", 3),
+            host("x2", "b1", "r1", 3),
+            host("x3", "b1", "r1", 2),
+            host("x4", "b1", "r1", 1),
+        ];
+        let got = place(
+            &[BLOCK, RACK, HOST],
+            &nodes,
+            &podset(7, 1, unconstrained()),
+            &FeatureGates::default(),
+        );
+        assert_eq!(
+            got,
+            Ok(domains(&[
+                ("b1/r1/x1", 3),
+                ("b1/r1/x2", 1),
+                ("b1/r1/x3", 2),
+                ("b1/r1/x4", 1)
+            ]))
+        );
     }
 
     #[test]
@@ -712,18 +826,38 @@ mod tests {
             host("x2", "b1", "r3", 1),
             host("x4", "b1", "r3", 1),
         ];
-        let got = place(&[BLOCK, RACK, HOST], &nodes, &podset(4, 1, required(BLOCK)), &FeatureGates::default());
-        let want = domains(&[("b1/r3/x1", 1), ("b1/r3/x2", 1), ("b1/r3/x4", 1), ("b1/r3/x6", 1)]);
+        let got = place(
+            &[BLOCK, RACK, HOST],
+            &nodes,
+            &podset(4, 1, required(BLOCK)),
+            &FeatureGates::default(),
+        );
+        let want = domains(&[
+            ("b1/r3/x1", 1),
+            ("b1/r3/x2", 1),
+            ("b1/r3/x4", 1),
+            ("b1/r3/x6", 1),
+        ]);
         assert_eq!(got, Ok(want));
     }
 
     #[test]
     fn rack_slices_fill_small_hosts_first_below_the_slice_level() {
         // Worked example c, with and without an inner hostname layer of 2.
-        let nodes = [host("x1", "b1", "r1", 1), host("x2", "b1", "r1", 4), host("x3", "b1", "r2", 3), host("x4", "b1", "r2", 4)];
+        let nodes = [
+            host("x1", "b1", "r1", 1),
+            host("x2", "b1", "r1", 4),
+            host("x3", "b1", "r2", 3),
+            host("x4", "b1", "r2", 4),
+        ];
         let gates = FeatureGates::default();
         let ps = podset(8, 1, sliced(required(BLOCK), &[(RACK, 4)]));
-        let want = domains(&[("b1/r1/x1", 1), ("b1/r1/x2", 3), ("b1/r2/x3", 3), ("b1/r2/x4", 1)]);
+        let want = domains(&[
+            ("b1/r1/x1", 1),
+            ("b1/r1/x2", 3),
+            ("b1/r2/x3", 3),
+            ("b1/r2/x4", 1),
+        ]);
         assert_eq!(place(&[BLOCK, RACK, HOST], &nodes, &ps, &gates), Ok(want));
         let ps = podset(8, 1, sliced(required(BLOCK), &[(RACK, 4), (HOST, 2)]));
         let want = domains(&[("b1/r1/x2", 4), ("b1/r2/x3", 2), ("b1/r2/x4", 2)]);
@@ -733,10 +867,18 @@ mod tests {
     #[test]
     fn host_slices_take_most_slices_then_best_fit() {
         // Worked example d.
-        let nodes = [host("x3", "b1", "r1", 6), host("x5", "b1", "r1", 5), host("x1", "b1", "r1", 4), host("x6", "b1", "r1", 2)];
+        let nodes = [
+            host("x3", "b1", "r1", 6),
+            host("x5", "b1", "r1", 5),
+            host("x1", "b1", "r1", 4),
+            host("x6", "b1", "r1", 2),
+        ];
         let ps = podset(12, 1, sliced(required(BLOCK), &[(HOST, 2)]));
         let want = domains(&[("b1/r1/x1", 4), ("b1/r1/x3", 6), ("b1/r1/x6", 2)]);
-        assert_eq!(place(&[BLOCK, RACK, HOST], &nodes, &ps, &FeatureGates::default()), Ok(want));
+        assert_eq!(
+            place(&[BLOCK, RACK, HOST], &nodes, &ps, &FeatureGates::default()),
+            Ok(want)
+        );
     }
 
     #[test]
@@ -749,26 +891,66 @@ mod tests {
             host("x6", "b2", "r1", 2),
             host("x2", "b2", "r1", 1),
         ];
-        let got = place(&[BLOCK, RACK, HOST], &nodes, &podset(6, 1, unconstrained()), &FeatureGates::default());
-        let want = domains(&[("b1/r1/x1", 1), ("b1/r1/x3", 1), ("b1/r1/x5", 1), ("b2/r1/x2", 1), ("b2/r1/x6", 2)]);
+        let got = place(
+            &[BLOCK, RACK, HOST],
+            &nodes,
+            &podset(6, 1, unconstrained()),
+            &FeatureGates::default(),
+        );
+        let want = domains(&[
+            ("b1/r1/x1", 1),
+            ("b1/r1/x3", 1),
+            ("b1/r1/x5", 1),
+            ("b2/r1/x2", 1),
+            ("b2/r1/x6", 2),
+        ]);
         assert_eq!(got, Ok(want));
     }
 
     #[test]
     fn required_that_does_not_fit_says_how_much_does() {
         let nodes = [host("x1", "b1", "r1", 2), host("x2", "b1", "r2", 3)];
-        let got = place(&[BLOCK, RACK, HOST], &nodes, &podset(4, 1, required(RACK)), &FeatureGates::default());
-        assert_eq!(got, Err("topology \"default\" allows to fit only 3 out of 4 pod(s)".to_string()));
+        let got = place(
+            &[BLOCK, RACK, HOST],
+            &nodes,
+            &podset(4, 1, required(RACK)),
+            &FeatureGates::default(),
+        );
+        assert_eq!(
+            got,
+            Err("topology \"default\" allows to fit only 3 out of 4 pod(s)".to_string())
+        );
     }
 
     #[test]
     fn preferred_climbs_then_spreads_over_roots() {
-        let nodes = [host("x1", "b1", "r1", 2), host("x2", "b1", "r2", 2), host("x3", "b2", "r1", 3)];
-        let got = place(&[BLOCK, RACK, HOST], &nodes, &podset(4, 1, preferred(RACK)), &FeatureGates::default());
+        let nodes = [
+            host("x1", "b1", "r1", 2),
+            host("x2", "b1", "r2", 2),
+            host("x3", "b2", "r1", 3),
+        ];
+        let got = place(
+            &[BLOCK, RACK, HOST],
+            &nodes,
+            &podset(4, 1, preferred(RACK)),
+            &FeatureGates::default(),
+        );
         assert_eq!(got, Ok(domains(&[("b1/r1/x1", 2), ("b1/r2/x2", 2)])));
-        let got = place(&[BLOCK, RACK, HOST], &nodes, &podset(6, 1, preferred(RACK)), &FeatureGates::default());
+        let got = place(
+            &[BLOCK, RACK, HOST],
+            &nodes,
+            &podset(6, 1, preferred(RACK)),
+            &FeatureGates::default(),
+        );
         // Pooled racks: b2/r1 (3) first, then b1/r1 (2), then the best fit for the last pod.
-        assert_eq!(got, Ok(domains(&[("b1/r1/x1", 2), ("b1/r2/x2", 1), ("b2/r1/x3", 3)])));
+        assert_eq!(
+            got,
+            Ok(domains(&[
+                ("b1/r1/x1", 2),
+                ("b1/r2/x2", 1),
+                ("b2/r1/x3", 3)
+            ]))
+        );
     }
 
     #[test]
@@ -776,9 +958,19 @@ mod tests {
         let nodes = [host("h1", "b1", "r1", 10), host("h2", "b1", "r1", 10)];
         let mut gates = FeatureGates::default();
         gates.set("TASBalancedPlacement", true).unwrap();
-        let got = place(&[BLOCK, RACK, HOST], &nodes, &podset(12, 1, preferred(RACK)), &gates);
+        let got = place(
+            &[BLOCK, RACK, HOST],
+            &nodes,
+            &podset(12, 1, preferred(RACK)),
+            &gates,
+        );
         assert_eq!(got, Ok(domains(&[("b1/r1/h1", 6), ("b1/r1/h2", 6)])));
-        let got = place(&[BLOCK, RACK, HOST], &nodes, &podset(12, 1, preferred(RACK)), &FeatureGates::default());
+        let got = place(
+            &[BLOCK, RACK, HOST],
+            &nodes,
+            &podset(12, 1, preferred(RACK)),
+            &FeatureGates::default(),
+        );
         assert_eq!(got, Ok(domains(&[("b1/r1/h1", 10), ("b1/r1/h2", 2)])));
     }
 
@@ -787,11 +979,36 @@ mod tests {
         let nodes = [host("x1", "b1", "r1", 2).clone()];
         let mut n = nodes[0].clone();
         n.ready = false;
-        let got = place(&[BLOCK, RACK, HOST], &[n], &podset(1, 1, required(HOST)), &FeatureGates::default());
+        let got = place(
+            &[BLOCK, RACK, HOST],
+            &[n],
+            &podset(1, 1, required(HOST)),
+            &FeatureGates::default(),
+        );
         assert_eq!(got, Err(format!("no topology domains at level: {HOST}")));
-        let got = place(&[BLOCK, RACK, HOST], &nodes, &podset(1, 1, sliced(required(BLOCK), &[("nope", 1)])), &FeatureGates::default());
-        assert_eq!(got, Err("no requested topology level for slices: nope".to_string()));
-        let got = place(&[BLOCK, RACK, HOST], &nodes, &podset(1, 1, TopologyRequest { unconstrained: Some(false), ..Default::default() }), &FeatureGates::default());
+        let got = place(
+            &[BLOCK, RACK, HOST],
+            &nodes,
+            &podset(1, 1, sliced(required(BLOCK), &[("nope", 1)])),
+            &FeatureGates::default(),
+        );
+        assert_eq!(
+            got,
+            Err("no requested topology level for slices: nope".to_string())
+        );
+        let got = place(
+            &[BLOCK, RACK, HOST],
+            &nodes,
+            &podset(
+                1,
+                1,
+                TopologyRequest {
+                    unconstrained: Some(false),
+                    ..Default::default()
+                },
+            ),
+            &FeatureGates::default(),
+        );
         assert_eq!(got, Err("topology level not specified".to_string()));
     }
 }

@@ -76,7 +76,11 @@ impl TopologyTree {
         let members: Vec<&NodeInfo> = nodes
             .iter()
             .filter(|n| n.schedulable_and_ready())
-            .filter(|n| flavor_node_labels.iter().all(|(k, v)| n.labels.get(k) == Some(v)))
+            .filter(|n| {
+                flavor_node_labels
+                    .iter()
+                    .all(|(k, v)| n.labels.get(k) == Some(v))
+            })
             .filter(|n| levels.iter().all(|l| n.labels.contains_key(l)))
             .collect();
         let resources: Vec<String> = members
@@ -85,8 +89,11 @@ impl TopologyTree {
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();
-        let resource_ids: HashMap<String, usize> =
-            resources.iter().enumerate().map(|(i, r)| (r.clone(), i)).collect();
+        let resource_ids: HashMap<String, usize> = resources
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.clone(), i))
+            .collect();
 
         // Leaves first: key → (path, node indexes).
         let mut leaf_keys: HashMap<Vec<String>, usize> = HashMap::new();

@@ -460,6 +460,17 @@ spec:
     );
     assert_eq!(cluster.workloads[1].queue_name.as_deref(), Some("lq2"));
 
+    // Pods of one group with different requests: placed with the first pod's, with a warning.
+    let bigger = grouped("g-1", "3").replace("cpu: '1'", "cpu: '2'");
+    let cluster = load_ok(&[grouped("g-0", "3"), bigger].join("---\n"));
+    assert_eq!(cluster.workloads[0].pod_sets[0].spec.requests["cpu"], 1000);
+    assert_eq!(cluster.warnings.len(), 1);
+    assert!(
+        cluster.warnings[0].contains("(Pod ns/g-1): requests differ from Pod ns/g-0"),
+        "{:?}",
+        cluster.warnings
+    );
+
     // A group with a bound pod already runs.
     let bound = grouped("g-2", "3").replace("spec:\n", "spec:\n  nodeName: n1\n");
     let cluster = load_ok(&[grouped("g-0", "3"), bound].join("---\n"));
@@ -557,7 +568,9 @@ metadata:
 ";
     let (path, err) = load_err(text);
     assert!(
-        err.starts_with(&format!("{path}: document 1 (Node node-a): metadata.labels: ")),
+        err.starts_with(&format!(
+            "{path}: document 1 (Node node-a): metadata.labels: "
+        )),
         "{err}"
     );
 }
@@ -884,24 +897,156 @@ fn conformance_clusters_load() {
     println!("loaded {checked} conformance clusters");
 }
 
+/// Document numbers as the loader assigns them, one per non-empty document.
+fn numbers(text: &str) -> Vec<usize> {
+    parse_yaml_documents(Path::new("t.yaml"), text)
+        .expect("parses")
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect()
+}
+
 #[test]
-#[ignore]
-fn perf_big_file() {
-    let mut text = String::new();
-    for i in 0..15000 {
-        text.push_str(&node(&format!("node-{i}"), "96"));
-        text.push_str("---\n");
+fn document_numbers_count_empty_documents() {
+    assert_eq!(numbers("a: 1\n---\nb: 2\n"), [1, 2]);
+    assert_eq!(numbers("---\na: 1\n---\nb: 2\n"), [1, 2]);
+    assert_eq!(numbers("# c\n---\n---\na: 1\n--- {b: 2}\n"), [2, 3]);
+    assert_eq!(numbers("~\n---\na: 1\n"), [2]);
+    assert_eq!(
+        numbers("%YAML 1.2\n---\na: 1\n---\n---\nb: |\n  x\n  ---y\n"),
+        [1, 3]
+    );
+    assert_eq!(numbers("a: 1\r\n---\r\nb: 2\r\n"), [1, 2]);
+    assert_eq!(numbers("héllo: wörld\n---\n---\nü: 1\n"), [1, 3]);
+    // `...` ends a document; the next may start without `---` (the parser decides).
+    assert_eq!(numbers("a: 1\n...\nb: 2\n...\n---\nc: 3\n"), [1, 2, 3]);
+    assert_eq!(numbers("a: 1\n...\n---\n...\n---\nc: 3\n"), [1, 3]);
+}
+
+#[test]
+fn marker_scan_agrees_with_the_parser() {
+    let cases = [
+        "a: 1\n---\nb: 2\n",
+        "# c\n\n---\n---\na: 1\n--- {b: 2}\n---\n# x\n---\nc: [1]\n",
+        "%YAML 1.2\n---\na: &x {q: 1}\nb: *x\n",
+        "---\n~\n---\nnull\n---\n'x'\n",
+        "  # indented comment\n---\na: 1\n",
+        "key: |\n  ---not a marker\n---\nb: 2\n",
+    ];
+    for text in cases {
+        let docs: Vec<serde_saphyr::Spanned<Value>> =
+            serde_saphyr::from_multiple(text).expect("parses");
+        let by_markers = document_starts_by_markers(text).expect("no `...`");
+        let by_parsing = document_starts_by_parsing(text).expect("scans");
+        for d in docs {
+            let span = d.referenced.span();
+            let byte = span.byte_offset().expect("string source");
+            assert_eq!(
+                by_markers.partition_point(|&s| s <= byte),
+                by_parsing.partition_point(|&s| s <= span.offset()),
+                "{text:?}"
+            );
+        }
     }
-    for i in 0..30000 {
-        text.push_str(&format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: p{i}\n  namespace: ns\n  labels: {{app: x}}\nspec:\n  nodeName: node-{}\n  containers:\n  - name: c\n    image: pause\n    resources:\n      requests: {{cpu: 500m, memory: 1Gi}}\nstatus:\n  phase: Running\n---\n", i % 15000));
+}
+
+#[test]
+fn older_and_list_shapes() {
+    let text = "apiVersion: kueue.x-k8s.io/v1alpha1
+kind: Topology
+metadata: {name: old}
+spec:
+  levels: [{nodeLabel: kubernetes.io/hostname}]
+---
+apiVersion: v1
+kind: List
+---
+apiVersion: v1
+kind: List
+items: null
+";
+    let cluster = load_ok(text);
+    assert_eq!(cluster.topologies["old"].spec.levels.len(), 1);
+    assert!(cluster.warnings.is_empty(), "{:?}", cluster.warnings);
+
+    let (path, err) = load_err("apiVersion: v1\nkind: List\nitems: {a: 1}\n");
+    assert_eq!(
+        err,
+        format!("{path}: document 1 (List): items: must be a list")
+    );
+}
+
+#[test]
+fn pod_group_label_needs_a_total_count() {
+    let text = "apiVersion: v1
+kind: Pod
+metadata:
+  name: p
+  labels: {kueue.x-k8s.io/pod-group-name: g}
+spec:
+  containers: [{name: c}]
+";
+    let (path, err) = load_err(text);
+    assert_eq!(
+        err,
+        format!(
+            "{path}: document 1 (Pod default/p): \
+             metadata.annotations[\"kueue.x-k8s.io/pod-group-total-count\"]: \
+             missing (required with the kueue.x-k8s.io/pod-group-name label)"
+        )
+    );
+}
+
+#[test]
+fn local_queue_needs_a_cluster_queue() {
+    let (path, err) = load_err(
+        "apiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {name: q, namespace: ns}\n",
+    );
+    assert_eq!(
+        err,
+        format!(
+            "{path}: document 1 (LocalQueue ns/q): spec.clusterQueue: missing (a LocalQueue \
+             must name its ClusterQueue)"
+        )
+    );
+    let (_, err) = load_err(
+        "apiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {name: q}\nspec: {}\n",
+    );
+    assert!(
+        err.contains("(LocalQueue default/q): spec: missing field `clusterQueue`"),
+        "{err}"
+    );
+}
+
+mod proptests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn load_text(text: &str) -> Result<(), LoadError> {
+        let mut loader = Loader::default();
+        let path = Path::new("fuzz.yaml");
+        for (document, value) in parse_documents(path, text)? {
+            let at = Source {
+                path: path.to_path_buf(),
+                document,
+                item: None,
+            };
+            loader.load_document(at, value)?;
+        }
+        loader.finish().map(|_| ())
     }
-    let scratch = Scratch::new();
-    let p = scratch.write("big.yaml", &text);
-    println!("bytes {}", text.len());
-    let t = std::time::Instant::now();
-    let c = load_paths(&[&p]).expect("loads");
-    println!("loaded {} nodes {} pods in {:?}", c.nodes.len(), c.bound_pods.len(), t.elapsed());
-    let t = std::time::Instant::now();
-    let starts = document_starts(&text).map(|s| s.len());
-    println!("starts {starts:?} in {:?}", t.elapsed());
+
+    proptest! {
+        #[test]
+        fn any_text_loads_or_fails_cleanly(text in "\\PC{0,200}") {
+            let _ = load_text(&text);
+        }
+
+        #[test]
+        fn yaml_shaped_text_loads_or_fails_cleanly(
+            text in "(apiVersion: (v1|batch/v1|kueue.x-k8s.io/v1beta2)\n|kind: (Node|Pod|Job|List|ClusterQueue)\n|metadata: \\{name: [a-c]\\}\n|spec: \\{[a-zA-Z]{0,8}: [-0-9a-z]{0,4}\\}\n|status: \\{allocatable: \\{cpu: [0-9a-z]{0,3}\\}\\}\n|items: \\[\\{\\}\\]\n|---\n|  - x\n|: \n){0,12}"
+        ) {
+            let _ = load_text(&text);
+        }
+    }
 }
