@@ -148,10 +148,12 @@ pub fn admit(
                 && levels.len() > 1
             {
                 warnings.push(format!(
-                    "{}[{}]: {p:?} is the top level of Topology \"{topology_name}\", so the \
-                     preference can only spread the pods across it",
+                    "{}[{}]: {p:?} is the top level of Topology \"{topology_name}\": when no \
+                     single {p} has room the pods spread over several (use {} to wait for one \
+                     instead)",
                     ps.annotations_path,
-                    keys::PODSET_PREFERRED_TOPOLOGY
+                    keys::PODSET_PREFERRED_TOPOLOGY,
+                    keys::PODSET_REQUIRED_TOPOLOGY
                 ));
             }
         }
