@@ -253,7 +253,15 @@ impl Simulation<'_> {
                 within: None,
             };
             let levels = f.tree.levels.clone();
-            match place_group(&ctx, &request) {
+            let started = std::time::Instant::now();
+            let outcome = place_group(&ctx, &request);
+            tracing::info!(
+                workload = label,
+                pods = pod_sets[workers].spec.count,
+                place_ms = started.elapsed().as_secs_f64() * 1e3,
+                "group placed"
+            );
+            match outcome {
                 Ok(placement) => {
                     let mut fill = |i: usize, a: &Assignment| {
                         reports[i].fits = true;
@@ -310,11 +318,18 @@ impl Simulation<'_> {
             .iter()
             .map(|l| l.node_label.clone())
             .collect();
+        let started = std::time::Instant::now();
         let tree = TopologyTree::build(
             &topology_name,
             &levels,
             &rf.spec.node_labels,
             &self.cluster.nodes,
+        );
+        tracing::info!(
+            flavor = name,
+            leaves = tree.leaves().len(),
+            build_ms = started.elapsed().as_secs_f64() * 1e3,
+            "topology tree built"
         );
         let free = FreeCapacity::with_pod_usage(
             &tree,

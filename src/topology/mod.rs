@@ -14,6 +14,8 @@ pub mod gates;
 pub mod message;
 pub mod node;
 pub mod placement;
+#[cfg(test)]
+mod properties;
 pub mod request;
 pub mod resources;
 pub mod tree;

@@ -1,0 +1,660 @@
+//! End-to-end tests of `kube-tas simulate`: the documented JSON shape and exit codes
+//! (DESIGN.md §4), the table output, bad input (exit 2, a message naming the file, object and
+//! field, never a panic), admission denials, determinism and the `TASBalancedPlacement` gate.
+//!
+//! Every test runs the real binary. Manifests other than `examples/` are written into a fresh
+//! directory under the system temp dir, removed when the test ends.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde_json::Value;
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------
+
+/// Runs `kube-tas simulate PATHS... EXTRA...`, with a clean environment for the knobs the
+/// binary reads itself.
+fn simulate(paths: &[&Path], extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kube-tas"))
+        .arg("simulate")
+        .args(paths)
+        .args(extra)
+        .env_remove("KUBE_TAS_FEATURE_GATES")
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("cannot run the kube-tas binary")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Exit code, stdout and stderr, for assertion messages.
+fn describe(out: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        out.status.code(),
+        stdout(out),
+        stderr(out)
+    )
+}
+
+fn assert_no_panic(out: &Output) {
+    assert!(
+        !stdout(out).contains("panicked") && !stderr(out).contains("panicked"),
+        "the binary panicked:\n{}",
+        describe(out)
+    );
+}
+
+/// Asserts the simulation ran (exit 0) and returns stdout.
+fn assert_ran(out: &Output) -> String {
+    assert_no_panic(out);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(out));
+    stdout(out)
+}
+
+/// Asserts exit 2 with nothing on stdout, and every `needles` in stderr; returns stderr.
+fn assert_bad_input(out: &Output, needles: &[&str]) -> String {
+    assert_no_panic(out);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(out));
+    assert!(
+        out.stdout.is_empty(),
+        "no report on bad input:\n{}",
+        describe(out)
+    );
+    let err = stderr(out);
+    for needle in needles {
+        assert!(
+            err.contains(needle),
+            "stderr should mention {needle:?}:\n{}",
+            describe(out)
+        );
+    }
+    err
+}
+
+/// Runs `simulate PATHS... -o json EXTRA...`, expects exit 0 and parses the report.
+fn simulate_json(paths: &[&Path], extra: &[&str]) -> Value {
+    let out = simulate(paths, &[&["-o", "json"], extra].concat());
+    let text = assert_ran(&out);
+    serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", describe(&out)))
+}
+
+fn examples_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples")
+}
+
+/// A fresh directory under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(label: &str) -> Self {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "kube-tas-simulate-cli-{}-{}-{label}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("cannot create a temp dir");
+        TempDir(dir)
+    }
+
+    /// Writes `name` (relative, folders created) and returns its path.
+    fn write(&self, name: &str, contents: &str) -> PathBuf {
+        let path = self.0.join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("cannot create a fixture folder");
+        }
+        std::fs::write(&path, contents).expect("cannot write a fixture");
+        path
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The report's entry for workload `name` (any kind, any namespace).
+fn workload<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["workloads"]
+        .as_array()
+        .expect("`workloads` is an array")
+        .iter()
+        .find(|w| w["name"] == name)
+        .unwrap_or_else(|| panic!("no workload {name:?} in the report:\n{report:#}"))
+}
+
+/// `admitted` defaults to true when absent (DESIGN.md §4).
+fn admitted(w: &Value) -> bool {
+    w.get("admitted").map(|a| a == true).unwrap_or(true)
+}
+
+fn message(v: &Value) -> &str {
+    v["message"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no message in {v:#}"))
+}
+
+/// The only pod set of a workload.
+fn only_pod_set(w: &Value) -> &Value {
+    let pod_sets = w["podSets"].as_array().expect("`podSets` is an array");
+    assert_eq!(pod_sets.len(), 1, "one pod set expected: {w:#}");
+    &pod_sets[0]
+}
+
+/// `(values, count)` of every domain of a pod set.
+fn domains(pod_set: &Value) -> Vec<(Vec<String>, i64)> {
+    pod_set["domains"]
+        .as_array()
+        .unwrap_or_else(|| panic!("`domains` is an array: {pod_set:#}"))
+        .iter()
+        .map(|d| {
+            let values = d["values"]
+                .as_array()
+                .unwrap_or_else(|| panic!("`values` is an array: {d:#}"))
+                .iter()
+                .map(|v| v.as_str().expect("a domain value is a string").to_string())
+                .collect();
+            (values, d["count"].as_i64().expect("`count` is an integer"))
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// A small valid cluster, in the shape of the conformance cases
+// (/work/shared/conformance/placement/*/cluster.yaml): one Topology block > rack > host, one
+// flavor over every node, one ClusterQueue, one LocalQueue `default/tas-user-queue`.
+// ---------------------------------------------------------------------------------------------
+
+const QUEUES: &str = r#"apiVersion: kueue.x-k8s.io/v1beta2
+kind: Topology
+metadata:
+  name: default
+spec:
+  levels:
+  - nodeLabel: cloud.com/topology-block
+  - nodeLabel: cloud.com/topology-rack
+  - nodeLabel: kubernetes.io/hostname
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata:
+  name: tas-flavor
+spec:
+  topologyName: default
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata:
+  name: tas-cluster-queue
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources:
+    - cpu
+    flavors:
+    - name: tas-flavor
+      resources:
+      - name: cpu
+        nominalQuota: '1000'
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata:
+  name: tas-user-queue
+  namespace: default
+spec:
+  clusterQueue: tas-cluster-queue
+"#;
+
+/// A ready Node `name` in block `b1`, rack `r1`, with `cpu` allocatable.
+fn node(name: &str, cpu: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Node
+metadata:
+  name: {name}
+  labels:
+    cloud.com/topology-block: b1
+    cloud.com/topology-rack: r1
+    kubernetes.io/hostname: {name}
+spec: {{}}
+status:
+  allocatable:
+    cpu: {cpu}
+    pods: '110'
+  capacity:
+    cpu: {cpu}
+    pods: '110'
+  conditions:
+  - type: Ready
+    status: 'True'
+"#
+    )
+}
+
+/// An Indexed Job `default/NAME` of `count` pods × 1 cpu on LocalQueue `queue`, with
+/// `annotation` (a `key: value` line, or empty) on its pod template.
+fn job(name: &str, queue: &str, count: u32, annotation: &str) -> String {
+    format!(
+        r#"apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {name}
+  namespace: default
+  labels:
+    kueue.x-k8s.io/queue-name: {queue}
+spec:
+  parallelism: {count}
+  completions: {count}
+  completionMode: Indexed
+  template:
+    metadata:
+      annotations:
+        {annotation}
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: main
+        image: registry.k8s.io/pause:3.10
+        resources:
+          requests:
+            cpu: '1'
+"#
+    )
+}
+
+/// `docs` joined into one multi-document YAML stream.
+fn stream(docs: &[&str]) -> String {
+    docs.join("---\n")
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. The sample cluster, JSON
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn examples_json_has_the_documented_shape() {
+    let report = simulate_json(&[&examples_dir()], &[]);
+    let workloads = report["workloads"].as_array().expect("`workloads` array");
+
+    // Every pending Job of examples/30-jobs.yaml, in file order.
+    let names: Vec<&str> = workloads
+        .iter()
+        .map(|w| w["name"].as_str().expect("`name` is a string"))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "train-40",
+            "rack-required",
+            "sliced",
+            "multi-layer",
+            "gpu-training",
+            "too-big",
+            "bad-annotation"
+        ],
+        "{report:#}"
+    );
+
+    let levels = [
+        "cloud.provider.com/topology-block",
+        "cloud.provider.com/topology-rack",
+        "kubernetes.io/hostname",
+    ];
+    for w in workloads {
+        assert_eq!(w["kind"], "Job", "{w:#}");
+        assert_eq!(w["namespace"], "default", "{w:#}");
+        if !admitted(w) {
+            assert!(
+                w.get("podSets").is_none(),
+                "a denied Job has no podSets: {w:#}"
+            );
+            continue;
+        }
+        for ps in w["podSets"].as_array().expect("`podSets` array") {
+            assert_eq!(ps["name"], "main", "{ps:#}");
+            let count = ps["count"].as_i64().expect("`count` is an integer");
+            assert!(count > 0, "{ps:#}");
+            if ps["fits"] == true {
+                assert_eq!(ps["levels"], serde_json::json!(levels), "{ps:#}");
+                let doms = domains(ps);
+                assert!(!doms.is_empty(), "{ps:#}");
+                for (values, c) in &doms {
+                    assert_eq!(values.len(), levels.len(), "full path: {ps:#}");
+                    assert!(*c > 0, "no empty domains: {ps:#}");
+                }
+                let total: i64 = doms.iter().map(|(_, c)| c).sum();
+                assert_eq!(total, count, "domain counts sum to the pod count: {ps:#}");
+            } else {
+                assert_eq!(ps["fits"], false, "`fits` is a boolean: {ps:#}");
+            }
+        }
+    }
+
+    // train-40 fits, in one block (preferred block, and a block has room).
+    let train = workload(&report, "train-40");
+    assert!(admitted(train), "{train:#}");
+    let ps = only_pod_set(train);
+    assert_eq!(ps["fits"], true, "{ps:#}");
+    assert_eq!(ps["count"], 40, "{ps:#}");
+    let doms = domains(ps);
+    let block = &doms[0].0[0];
+    assert!(
+        doms.iter().all(|(v, _)| &v[0] == block),
+        "train-40 spans several blocks: {ps:#}"
+    );
+
+    // rack-required: one rack; sliced and multi-layer: one block; gpu-training: one GPU rack.
+    for (name, depth) in [
+        ("rack-required", 2),
+        ("sliced", 1),
+        ("multi-layer", 1),
+        ("gpu-training", 2),
+    ] {
+        let ps = only_pod_set(workload(&report, name));
+        assert_eq!(ps["fits"], true, "{name}: {ps:#}");
+        let doms = domains(ps);
+        let first = &doms[0].0[..depth];
+        assert!(
+            doms.iter().all(|(v, _)| &v[..depth] == first),
+            "{name} is not inside one {}: {ps:#}",
+            levels[depth - 1]
+        );
+    }
+
+    // too-big does not fit, and says how many would.
+    let too_big = workload(&report, "too-big");
+    assert!(admitted(too_big), "{too_big:#}");
+    let ps = only_pod_set(too_big);
+    assert_eq!(ps["fits"], false, "{ps:#}");
+    assert_eq!(ps["count"], 40, "{ps:#}");
+    assert!(
+        message(ps).starts_with(r#"topology "default" allows to fit only"#),
+        "{ps:#}"
+    );
+    assert!(
+        ps.get("domains")
+            .is_none_or(|d| d.as_array().is_some_and(|d| d.is_empty())),
+        "a pod set that does not fit places nothing: {ps:#}"
+    );
+
+    // bad-annotation is denied by the webhook, quoting the annotation and Kueue's rule.
+    let bad = workload(&report, "bad-annotation");
+    assert_eq!(bad["admitted"], false, "{bad:#}");
+    let msg = message(bad);
+    assert!(msg.contains("kueue.x-k8s.io/podset-slice-size"), "{msg}");
+    assert!(msg.contains("must be greater than or equal to 1"), "{msg}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. The sample cluster, table
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn examples_table_lists_every_job_and_outcome() {
+    let out = simulate(&[&examples_dir()], &[]);
+    let table = assert_ran(&out);
+    for name in [
+        "train-40",
+        "rack-required",
+        "sliced",
+        "multi-layer",
+        "gpu-training",
+        "too-big",
+        "bad-annotation",
+    ] {
+        assert!(table.contains(name), "the table misses {name}:\n{table}");
+    }
+    for word in ["PLACED", "NO FIT", "DENIED"] {
+        assert!(table.contains(word), "the table misses {word}:\n{table}");
+    }
+    let line_of = |name: &str| {
+        table
+            .lines()
+            .find(|l| l.contains(&format!("default/{name}")) && l.contains("Job"))
+            .unwrap_or_else(|| panic!("no summary line for {name}:\n{table}"))
+    };
+    assert!(line_of("train-40").contains("PLACED"), "{table}");
+    assert!(line_of("too-big").contains("NO FIT"), "{table}");
+    assert!(line_of("bad-annotation").contains("DENIED"), "{table}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. Bad input: exit 2, a message naming the file and the problem, never a panic
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn malformed_yaml_unbalanced_brackets_names_the_file() {
+    let dir = TempDir::new("unbalanced");
+    let file = dir.write(
+        "unbalanced.yaml",
+        "apiVersion: v1\nkind: Node\nmetadata:\n  name: [n1, n2\n  labels: {a: b\n",
+    );
+    let out = simulate(&[&file], &[]);
+    assert_bad_input(&out, &["unbalanced.yaml", "YAML"]);
+}
+
+#[test]
+fn malformed_yaml_bad_indentation_names_the_file() {
+    let dir = TempDir::new("indent");
+    let file = dir.write(
+        "indented.yaml",
+        "apiVersion: v1\nkind: Node\nmetadata:\n    name: n1\n  labels:\n    a: b\n",
+    );
+    let out = simulate(&[&file], &["-o", "json"]);
+    assert_bad_input(&out, &["indented.yaml", "YAML"]);
+}
+
+#[test]
+fn node_without_a_name_is_rejected() {
+    let dir = TempDir::new("noname");
+    let file = dir.write(
+        "nameless.yaml",
+        r#"apiVersion: v1
+kind: Node
+metadata:
+  labels:
+    kubernetes.io/hostname: h1
+status:
+  allocatable:
+    cpu: '8'
+"#,
+    );
+    let out = simulate(&[&file], &[]);
+    assert_bad_input(&out, &["nameless.yaml", "Node", "metadata.name"]);
+}
+
+#[test]
+fn bad_allocatable_quantity_names_the_field_and_the_node() {
+    let dir = TempDir::new("quantity");
+    let file = dir.write(
+        "nodes.yaml",
+        &stream(&[QUEUES, &node("good-node", "'8'"), &node("bad-node", "8x")]),
+    );
+    let out = simulate(&[&file], &[]);
+    let err = assert_bad_input(
+        &out,
+        &["nodes.yaml", "bad-node", "status.allocatable.cpu", "8x"],
+    );
+    assert!(!err.contains("good-node"), "blames the wrong node: {err}");
+}
+
+#[test]
+fn duplicate_node_names_across_files_name_both_files() {
+    let dir = TempDir::new("duplicate");
+    dir.write(
+        "cluster/a-first.yaml",
+        &stream(&[QUEUES, &node("twin", "'8'")]),
+    );
+    dir.write("cluster/b-second.yaml", &node("twin", "'4'"));
+    let out = simulate(&[&dir.path().join("cluster")], &[]);
+    assert_bad_input(&out, &["a-first.yaml", "b-second.yaml", "twin", "Node"]);
+}
+
+#[test]
+fn unknown_feature_gate_is_rejected() {
+    let out = simulate(&[&examples_dir()], &["--feature-gates", "NoSuchGate=true"]);
+    assert_bad_input(&out, &["NoSuchGate"]);
+}
+
+#[test]
+fn malformed_feature_gate_value_is_rejected() {
+    let out = simulate(
+        &[&examples_dir()],
+        &["--feature-gates", "TASBalancedPlacement=maybe"],
+    );
+    assert_bad_input(&out, &["TASBalancedPlacement", "maybe"]);
+}
+
+#[test]
+fn missing_path_is_named() {
+    let dir = TempDir::new("missing");
+    let missing = dir.path().join("does-not-exist.yaml");
+    let out = simulate(&[&missing], &[]);
+    assert_bad_input(&out, &["does-not-exist.yaml"]);
+}
+
+#[test]
+fn empty_file_is_an_empty_cluster() {
+    let dir = TempDir::new("empty");
+    let file = dir.write("empty.yaml", "");
+    let report = simulate_json(&[&file], &[]);
+    assert_eq!(report["workloads"], serde_json::json!([]), "{report:#}");
+
+    let out = simulate(&[&file], &[]);
+    assert_ran(&out);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4-5. Admission denials on a valid cluster: reported, not an error
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn job_on_a_missing_local_queue_is_denied() {
+    let dir = TempDir::new("no-queue");
+    let file = dir.write(
+        "cluster.yaml",
+        &stream(&[QUEUES, &node("x1", "'10'"), &job("lost", "nope", 2, "")]),
+    );
+    let report = simulate_json(&[&file], &[]);
+    let lost = workload(&report, "lost");
+    assert_eq!(lost["kind"], "Job", "{lost:#}");
+    assert_eq!(lost["namespace"], "default", "{lost:#}");
+    assert_eq!(lost["admitted"], false, "{lost:#}");
+    let msg = message(lost);
+    assert!(msg.contains("LocalQueue"), "{msg}");
+    assert!(msg.contains("default/nope"), "{msg}");
+}
+
+#[test]
+fn required_level_missing_from_the_topology_is_denied() {
+    let dir = TempDir::new("no-level");
+    let file = dir.write(
+        "cluster.yaml",
+        &stream(&[
+            QUEUES,
+            &node("x1", "'10'"),
+            &job(
+                "zoned",
+                "tas-user-queue",
+                2,
+                "kueue.x-k8s.io/podset-required-topology: cloud.com/topology-zone",
+            ),
+        ]),
+    );
+    let report = simulate_json(&[&file], &[]);
+    let zoned = workload(&report, "zoned");
+    assert_eq!(zoned["admitted"], false, "{zoned:#}");
+    let msg = message(zoned);
+    assert!(
+        msg.contains("kueue.x-k8s.io/podset-required-topology"),
+        "{msg}"
+    );
+    assert!(msg.contains("cloud.com/topology-zone"), "{msg}");
+    assert!(
+        msg.contains("does not contain the requested level"),
+        "{msg}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 6. Determinism
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn examples_output_is_deterministic() {
+    let run = |format: &str| {
+        let out = simulate(&[&examples_dir()], &["-o", format]);
+        assert_ran(&out);
+        out.stdout
+    };
+    let first = run("json");
+    assert_eq!(first, run("json"), "two JSON runs differ");
+    let first = run("table");
+    assert_eq!(first, run("table"), "two table runs differ");
+}
+
+// ---------------------------------------------------------------------------------------------
+// 7. TASBalancedPlacement
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn balanced_placement_gate_changes_the_split() {
+    // Two hosts of 10 cpu in one rack; 12 pods x 1 cpu preferring a rack. Kueue's default
+    // packs the first host (10 + 2); balanced placement splits evenly (6 + 6).
+    let dir = TempDir::new("balanced");
+    let file = dir.write(
+        "cluster.yaml",
+        &stream(&[
+            QUEUES,
+            &node("x1", "'10'"),
+            &node("x2", "'10'"),
+            &job(
+                "job",
+                "tas-user-queue",
+                12,
+                "kueue.x-k8s.io/podset-preferred-topology: cloud.com/topology-rack",
+            ),
+        ]),
+    );
+    let split = |gates: &[&str]| {
+        let report = simulate_json(&[&file], gates);
+        let ps = only_pod_set(workload(&report, "job")).clone();
+        assert_eq!(ps["fits"], true, "{ps:#}");
+        let doms = domains(&ps);
+        for (values, _) in &doms {
+            assert_eq!(values[..2], ["b1", "r1"], "{ps:#}");
+        }
+        let mut counts: Vec<i64> = doms.iter().map(|(_, c)| *c).collect();
+        counts.sort_unstable();
+        counts
+    };
+    assert_eq!(split(&[]), [2, 10], "default placement");
+    assert_eq!(
+        split(&["--feature-gates", "TASBalancedPlacement=false"]),
+        [2, 10],
+        "gate explicitly off"
+    );
+    assert_eq!(
+        split(&["--feature-gates", "TASBalancedPlacement=true"]),
+        [6, 6],
+        "balanced placement"
+    );
+}
