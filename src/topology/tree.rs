@@ -83,12 +83,11 @@ impl TopologyTree {
             })
             .filter(|n| levels.iter().all(|l| n.labels.contains_key(l)))
             .collect();
-        let resources: Vec<String> = members
-            .iter()
-            .flat_map(|n| n.allocatable.keys().cloned())
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
+        let mut resource_set: BTreeSet<&String> = BTreeSet::new();
+        for n in &members {
+            resource_set.extend(n.allocatable.keys());
+        }
+        let resources: Vec<String> = resource_set.into_iter().cloned().collect();
         let resource_ids: HashMap<String, usize> = resources
             .iter()
             .enumerate()
@@ -122,7 +121,9 @@ impl TopologyTree {
         let mut per_level: Vec<BTreeMap<Vec<String>, Vec<usize>>> = vec![BTreeMap::new(); depth];
         for (path, nodes) in &leaves {
             for lvl in 0..depth.saturating_sub(1) {
-                per_level[lvl].entry(path[..=lvl].to_vec()).or_default();
+                if !per_level[lvl].contains_key(&path[..=lvl]) {
+                    per_level[lvl].insert(path[..=lvl].to_vec(), Vec::new());
+                }
             }
             if depth > 0 {
                 per_level[depth - 1].insert(path.clone(), nodes.clone());
@@ -134,7 +135,11 @@ impl TopologyTree {
         for (lvl, level_domains) in per_level.into_iter().enumerate() {
             let mut ids = Vec::with_capacity(level_domains.len());
             for (rank, (values, nodes)) in level_domains.into_iter().enumerate() {
-                let parent = (lvl > 0).then(|| index[&values[..lvl].to_vec()]);
+                let parent = if lvl > 0 {
+                    index.get(&values[..lvl]).copied()
+                } else {
+                    None
+                };
                 let idx = domains.len();
                 let mut capacity = vec![0i64; resources.len()];
                 for &n in &nodes {
@@ -147,7 +152,9 @@ impl TopologyTree {
                     let parent_domain: &mut Domain = &mut domains[p];
                     parent_domain.children.push(idx);
                 }
-                index.insert(values.clone(), idx);
+                if lvl + 1 < depth {
+                    index.insert(values.clone(), idx);
+                }
                 domains.push(Domain {
                     level: lvl,
                     values,
