@@ -202,18 +202,21 @@ impl Simulation<'_> {
         let mut by_name: BTreeMap<(String, String), usize> = BTreeMap::new();
         for (i, ps) in pod_sets.iter().enumerate() {
             let Some(flavor) = &ps.flavor else { continue };
-            let group = ps.spec.topology.as_ref().and_then(|t| t.group_name.clone());
-            match group.and_then(|g| {
-                by_name
-                    .get(&(flavor.clone(), g.clone()))
-                    .copied()
-                    .or_else(|| {
-                        by_name.insert((flavor.clone(), g), groups.len());
-                        None
-                    })
-            }) {
-                Some(gi) => groups[gi].1.push(i),
-                None => groups.push((flavor.clone(), vec![i])),
+            // Pod sets sharing a podset-group-name (on one flavor) are placed together.
+            let key = ps
+                .spec
+                .topology
+                .as_ref()
+                .and_then(|t| t.group_name.clone())
+                .map(|g| (flavor.clone(), g));
+            match key.as_ref().and_then(|k| by_name.get(k)) {
+                Some(&gi) => groups[gi].1.push(i),
+                None => {
+                    if let Some(k) = key {
+                        by_name.insert(k, groups.len());
+                    }
+                    groups.push((flavor.clone(), vec![i]));
+                }
             }
         }
         groups.sort_by(|a, b| a.0.cmp(&b.0));

@@ -246,24 +246,18 @@ impl Evaluation<'_> {
         }
     }
 
-    fn for_subtree(&mut self, d: DomainIdx, mut f: impl FnMut(&mut DomainCounts)) {
-        let tree = self.ctx.tree;
-        let mut stack = vec![d];
-        while let Some(x) = stack.pop() {
+    fn for_subtree(&mut self, d: DomainIdx, f: impl Fn(&mut DomainCounts)) {
+        for x in self.ctx.tree.subtree(&[d]) {
             f(&mut self.counts[x]);
-            stack.extend(tree.domains[x].children.iter().copied());
         }
     }
 
     fn save_subtrees(&self, group: &[DomainIdx]) -> Saved {
         let tree = self.ctx.tree;
-        let mut saved = Vec::new();
-        let mut stack: Vec<DomainIdx> = group.to_vec();
-        while let Some(x) = stack.pop() {
-            saved.push((x, self.counts[x]));
-            stack.extend(tree.domains[x].children.iter().copied());
-        }
-        saved
+        tree.subtree(group)
+            .into_iter()
+            .map(|x| (x, self.counts[x]))
+            .collect()
     }
 
     fn restore(&mut self, saved: &Saved) {

@@ -64,17 +64,6 @@ impl FreeCapacity {
         }
     }
 
-    /// Gives back what [`FreeCapacity::take`] took.
-    pub fn give(
-        &mut self,
-        tree: &TopologyTree,
-        leaf: DomainIdx,
-        requests: &ResourceList,
-        count: i64,
-    ) {
-        self.take(tree, leaf, requests, count.saturating_neg());
-    }
-
     /// The remaining resources of a leaf.
     pub fn remaining(&self, leaf: DomainIdx) -> &[i64] {
         &self.values[leaf * self.width..(leaf + 1) * self.width]

@@ -57,13 +57,6 @@ pub struct Assignment {
     pub domains: Vec<(DomainIdx, i64)>,
 }
 
-impl Assignment {
-    /// Total pods assigned.
-    pub fn pods(&self) -> i64 {
-        self.domains.iter().map(|(_, c)| c).sum()
-    }
-}
-
 /// The outcome of placing a group.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GroupPlacement {
@@ -696,7 +689,7 @@ impl<'a> Evaluation<'a> {
             for &(layer_level, size) in &self.p.layers {
                 let fit: i64 = best
                     .map(|b| {
-                        self.descendants_at(b, layer_level)
+                        tree.descendants_at(b, layer_level)
                             .iter()
                             .map(|&d| self.counts[d].pods / size)
                             .sum()
@@ -723,21 +716,6 @@ impl<'a> Evaluation<'a> {
         };
         msg.push_str(&self.exclusions.suffix());
         NotFit::plain(msg)
-    }
-
-    fn descendants_at(&self, d: DomainIdx, level: usize) -> Vec<DomainIdx> {
-        let tree = self.ctx.tree;
-        let mut frontier = vec![d];
-        while frontier
-            .first()
-            .is_some_and(|&f| tree.domains[f].level < level)
-        {
-            frontier = frontier
-                .iter()
-                .flat_map(|&f| tree.domains[f].children.iter().copied())
-                .collect();
-        }
-        frontier
     }
 }
 

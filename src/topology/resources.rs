@@ -12,14 +12,6 @@ pub const PODS: &str = "pods";
 /// The resource measured in milli-units.
 pub const CPU: &str = "cpu";
 
-/// Adds `b × times` into `a` (saturating).
-pub fn add_scaled(a: &mut ResourceList, b: &ResourceList, times: i64) {
-    for (name, value) in b {
-        let slot = a.entry(name.clone()).or_insert(0);
-        *slot = slot.saturating_add(value.saturating_mul(times));
-    }
-}
-
 /// A single pod's request with its `pods: 1` slot added, as Kueue counts it.
 pub fn with_pod_slot(requests: &ResourceList) -> ResourceList {
     let mut r = requests.clone();

@@ -9,7 +9,6 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::node::NodeInfo;
-use super::resources::ResourceList;
 use crate::keys::HOSTNAME_LABEL;
 
 /// Dense index of a domain in [`TopologyTree::domains`].
@@ -209,15 +208,6 @@ impl TopologyTree {
         self.node_leaf.get(node_name).copied()
     }
 
-    /// The leaf with this full label path, if any.
-    pub fn leaf_by_values(&self, values: &[String]) -> Option<DomainIdx> {
-        let leaves = self.leaves();
-        leaves
-            .binary_search_by(|&d| self.domains[d].values.as_slice().cmp(values))
-            .ok()
-            .map(|i| leaves[i])
-    }
-
     /// Dense resource id of a resource name.
     pub fn resource_id(&self, name: &str) -> Option<usize> {
         self.resource_ids.get(name).copied()
@@ -234,19 +224,34 @@ impl TopologyTree {
         d
     }
 
+    /// Every domain under `roots`, the roots included (depth-first).
+    pub fn subtree(&self, roots: &[DomainIdx]) -> Vec<DomainIdx> {
+        let mut out = Vec::new();
+        let mut stack = roots.to_vec();
+        while let Some(d) = stack.pop() {
+            out.push(d);
+            stack.extend(self.domains[d].children.iter().copied());
+        }
+        out
+    }
+
+    /// The descendants of `d` at `level` (`d` itself when it is at that level).
+    pub fn descendants_at(&self, d: DomainIdx, level: usize) -> Vec<DomainIdx> {
+        let mut frontier = vec![d];
+        while frontier
+            .first()
+            .is_some_and(|&f| self.domains[f].level < level)
+        {
+            frontier = frontier
+                .iter()
+                .flat_map(|&f| self.domains[f].children.iter().copied())
+                .collect();
+        }
+        frontier
+    }
+
     /// The first node of a leaf: the one whose labels and taints the node filters read.
     pub fn leaf_node(&self, leaf: DomainIdx) -> Option<&NodeInfo> {
         self.domains[leaf].nodes.first().map(|&n| &self.nodes[n])
-    }
-
-    /// Converts a resource list to the dense axis; resources no member node has are dropped.
-    pub fn dense(&self, list: &ResourceList) -> Vec<i64> {
-        let mut v = vec![0i64; self.resources.len()];
-        for (name, value) in list {
-            if let Some(id) = self.resource_id(name) {
-                v[id] = v[id].saturating_add(*value);
-            }
-        }
-        v
     }
 }
