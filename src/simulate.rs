@@ -2,6 +2,7 @@
 //! each admitted one on the capacity left by the bound pods and by the workloads placed before
 //! it, and report where every pod set lands, why it does not fit, or why it was denied.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Toleration;
@@ -239,10 +240,16 @@ impl Simulation<'_> {
                 _ => (members[0], None),
             };
             let f = &self.flavors[&flavor];
-            let mut free = f.free.clone();
-            for p in &assumed {
-                apply(&self.flavors, &flavor, &mut free, p);
-            }
+            // Earlier groups of this workload count as used; copy the capacity only then.
+            let free = if assumed.is_empty() {
+                Cow::Borrowed(&f.free)
+            } else {
+                let mut free = f.free.clone();
+                for p in &assumed {
+                    apply(&self.flavors, &flavor, &mut free, p);
+                }
+                Cow::Owned(free)
+            };
             let ctx = PlacementContext {
                 tree: &f.tree,
                 free: &free,
