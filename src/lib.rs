@@ -10,8 +10,10 @@
 pub mod admission;
 pub mod cli;
 pub mod cluster;
+pub mod extender;
 pub mod keys;
+pub mod plans;
+pub mod server;
 pub mod simulate;
-pub mod simulate_table;
 pub mod synthetic;
 pub mod topology;

@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Toleration;
 use serde::Serialize;
 
+pub mod table;
+
 use crate::admission::{self, AdmittedPodSet};
 use crate::cluster::{Cluster, Workload};
 use crate::topology::capacity::FreeCapacity;
@@ -426,6 +428,6 @@ impl Report {
     /// The table for people: each flavor's tree with free capacity and placed pods, then the
     /// workloads that did not fit or were denied.
     pub fn to_table(&self) -> String {
-        crate::simulate_table::render(self)
+        table::render(self)
     }
 }

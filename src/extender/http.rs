@@ -1,0 +1,1 @@
+//! axum handlers for the extender routes (filled in by the server work).

@@ -1,0 +1,137 @@
+//! kube-scheduler's extender wire format (`k8s.io/kube-scheduler/extender/v1`).
+//!
+//! The Go structs carry no JSON tags, so every key is the Go field name: PascalCase, with the
+//! initialisms `PodUID`, `NumPDBViolations` and `UID` spelled out (serde's `PascalCase` would
+//! write `PodUid`). The scheduler sends `null` for the unused one of `Nodes` / `NodeNames`, and
+//! reads responses case-insensitively; we still answer in the exact Go spelling.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::List;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use serde::{Deserialize, Serialize};
+
+/// The lowest score an extender may give a host.
+pub const MIN_EXTENDER_PRIORITY: i64 = 0;
+/// The highest score an extender may give a host (the scheduler multiplies by weight × 10).
+pub const MAX_EXTENDER_PRIORITY: i64 = 10;
+
+/// The body of `filter` and `prioritize` (`ExtenderArgs`).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ExtenderArgs {
+    /// The pod being scheduled.
+    pub pod: Pod,
+    /// Candidate nodes as full objects (`nodeCacheCapable: false`), else `null`.
+    #[serde(default)]
+    pub nodes: Option<List<Node>>,
+    /// Candidate node names (`nodeCacheCapable: true`), else `null`.
+    #[serde(default)]
+    pub node_names: Option<Vec<String>>,
+}
+
+/// The answer to `filter` (`ExtenderFilterResult`).
+///
+/// Exactly one of `nodes` / `node_names` is set, in the mode the request came in: the
+/// scheduler treats "both null" as "no node passes".
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "PascalCase")]
+pub struct ExtenderFilterResult {
+    /// Passing nodes as full objects (non-cache mode), echoed unchanged.
+    pub nodes: Option<List<Node>>,
+    /// Passing node names (cache mode).
+    pub node_names: Option<Vec<String>>,
+    /// Rejected nodes that preemption might free: node name → reason.
+    pub failed_nodes: BTreeMap<String, String>,
+    /// Rejected nodes that preemption cannot help: node name → reason.
+    pub failed_and_unresolvable_nodes: BTreeMap<String, String>,
+    /// A non-empty string fails the scheduling attempt. The scheduler passes it to
+    /// `fmt.Errorf` as a format string, so it must never contain `%`.
+    pub error: String,
+}
+
+/// One host's score in the answer to `prioritize` (the answer is a bare JSON array of these).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "PascalCase")]
+pub struct HostPriority {
+    /// The node name.
+    pub host: String,
+    /// 0..=10.
+    pub score: i64,
+}
+
+/// The body of `bind` (`ExtenderBindingArgs`).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+pub struct ExtenderBindingArgs {
+    /// The pod's name.
+    #[serde(rename = "PodName")]
+    pub pod_name: String,
+    /// The pod's namespace.
+    #[serde(rename = "PodNamespace")]
+    pub pod_namespace: String,
+    /// The pod's UID.
+    #[serde(rename = "PodUID")]
+    pub pod_uid: String,
+    /// The node the scheduler chose.
+    #[serde(rename = "Node")]
+    pub node: String,
+}
+
+/// The answer to `bind` (`ExtenderBindingResult`); an empty `Error` means bound.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "PascalCase")]
+pub struct ExtenderBindingResult {
+    /// Why binding failed (never containing `%`), or empty.
+    pub error: String,
+}
+
+/// Makes a message safe for the scheduler's `fmt.Errorf(result.Error)`: `%` becomes
+/// `percent`, so Go never reads it as a verb.
+pub fn go_format_safe(message: &str) -> String {
+    message.replace('%', " percent")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binding_args_use_go_spellings() {
+        let text = r#"{"PodName":"p","PodNamespace":"ns","PodUID":"u-1","Node":"n1"}"#;
+        let args: ExtenderBindingArgs = serde_json::from_str(text).unwrap();
+        assert_eq!(args.pod_uid, "u-1");
+        assert_eq!(serde_json::to_string(&args).unwrap(), text);
+    }
+
+    #[test]
+    fn filter_result_keys_are_pascal_case_with_nulls() {
+        let r = ExtenderFilterResult {
+            node_names: Some(vec!["a".into()]),
+            ..Default::default()
+        };
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"Nodes": null, "NodeNames": ["a"], "FailedNodes": {},
+                "FailedAndUnresolvableNodes": {}, "Error": ""})
+        );
+    }
+
+    #[test]
+    fn args_accept_null_nodes_and_missing_type_meta() {
+        let text = r#"{"Pod":{"metadata":{"name":"p","uid":"u"},"spec":{"containers":[]}},
+                       "Nodes":null,"NodeNames":["n1","n2"]}"#;
+        let args: ExtenderArgs = serde_json::from_str(text).unwrap();
+        assert_eq!(args.node_names.unwrap().len(), 2);
+        assert!(args.nodes.is_none());
+        let text = r#"{"Pod":{"metadata":{"name":"p"}},"NodeNames":null,
+                       "Nodes":{"metadata":{},"items":[{"metadata":{"name":"n1"}}]}}"#;
+        let args: ExtenderArgs = serde_json::from_str(text).unwrap();
+        assert_eq!(args.nodes.unwrap().items.len(), 1);
+    }
+
+    #[test]
+    fn percent_never_reaches_go_format() {
+        assert!(!go_format_safe("100% full").contains('%'));
+    }
+}

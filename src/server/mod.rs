@@ -1,0 +1,1 @@
+//! The HTTP server (filled in by the server work).
