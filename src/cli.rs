@@ -1,14 +1,21 @@
-//! The command line: `kube-tas simulate ...` (and, as they land, `serve` and `certs`).
+//! The command line: `kube-tas simulate ...`, `kube-tas serve ...` (and, as it lands,
+//! `certs`). Every `serve` flag can also be set through a `KUBE_TAS_*` environment variable.
 //!
 //! Exit codes: 0 when the command ran (a workload that does not fit is an answer, not an
-//! error), 2 on bad input with a message naming the file, the object and the field.
+//! error; `serve` stopped by a signal), 2 on bad input with a message naming the file, the
+//! object and the field (or the flag), 1 when `serve` fails at run time (a port in use, ...).
+//!
+//! `simulate` stays synchronous; `serve` builds a multi-thread tokio runtime of its own.
 
 use std::io::Write;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::server::{self, ConfigError, DEFAULT_MAX_BODY_BYTES, ServeConfig};
 use crate::simulate;
 use crate::topology::FeatureGates;
 
@@ -27,6 +34,20 @@ pub enum Command {
     /// Place every pending TAS workload of a cluster given as manifests, and show where each
     /// lands (or why it does not fit, or why the webhook denies it).
     Simulate(SimulateArgs),
+    /// Serve the scheduler extender (main port, TLS when a certificate is given) and the
+    /// probes and metrics (admin port, plain HTTP) until SIGTERM or SIGINT.
+    Serve(ServeArgs),
+}
+
+impl Cli {
+    /// The log level when `RUST_LOG` is unset: `info` for the long-running `serve` (listen
+    /// addresses, certificate reloads), `warn` for one-shot commands.
+    pub fn default_log_level(&self) -> &'static str {
+        match self.command {
+            Command::Serve(_) => "info",
+            Command::Simulate(_) => "warn",
+        }
+    }
 }
 
 /// Arguments of `simulate`.
@@ -43,6 +64,63 @@ pub struct SimulateArgs {
     pub output: Output,
 }
 
+/// Arguments of `serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Manifest files or folders holding the cluster (repeatable; in the environment,
+    /// comma-separated). Required until the live (API-server) source lands.
+    #[arg(
+        long,
+        value_name = "PATH",
+        env = "KUBE_TAS_CLUSTER",
+        value_delimiter = ','
+    )]
+    pub cluster: Vec<PathBuf>,
+    /// Address of the main port (extender routes; TLS when --tls-cert/--tls-key are given).
+    #[arg(long, env = "KUBE_TAS_LISTEN", default_value = "0.0.0.0:8443")]
+    pub listen: SocketAddr,
+    /// Address of the admin port (/healthz, /readyz, /metrics; always plain HTTP).
+    #[arg(long, env = "KUBE_TAS_ADMIN_LISTEN", default_value = "0.0.0.0:8080")]
+    pub admin_listen: SocketAddr,
+    /// PEM certificate chain for the main port, leaf first (needs --tls-key).
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "KUBE_TAS_TLS_CERT",
+        requires = "tls_key"
+    )]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key for the main port (needs --tls-cert).
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "KUBE_TAS_TLS_KEY",
+        requires = "tls_cert"
+    )]
+    pub tls_key: Option<PathBuf>,
+    /// How often the certificate files are checked for changes (a rotated Secret is served
+    /// without a restart).
+    #[arg(long, env = "KUBE_TAS_TLS_RELOAD_INTERVAL_SECONDS", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub tls_reload_interval_seconds: u64,
+    /// Kueue feature gates, `NAME=BOOL,...` (Kueue's names and defaults).
+    #[arg(long, env = "KUBE_TAS_FEATURE_GATES", default_value = "")]
+    pub feature_gates: String,
+    /// Plans of groups whose pods stop coming expire after this many seconds.
+    #[arg(long, env = "KUBE_TAS_PLAN_TTL_SECONDS", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub plan_ttl_seconds: u64,
+    /// Larger request bodies are answered 413 (a 15k-node filter request without
+    /// nodeCacheCapable is several MB).
+    #[arg(long, env = "KUBE_TAS_MAX_BODY_BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES as u64,
+          value_parser = clap::value_parser!(u64).range(1024..=(1 << 32)))]
+    pub max_body_bytes: u64,
+    /// After SIGTERM, how long in-flight requests may take (keep it below the pod's
+    /// terminationGracePeriodSeconds).
+    #[arg(long, env = "KUBE_TAS_SHUTDOWN_GRACE_SECONDS", default_value_t = 20)]
+    pub shutdown_grace_seconds: u64,
+}
+
 /// Output formats of `simulate`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Output {
@@ -56,6 +134,51 @@ pub enum Output {
 pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Simulate(args) => run_simulate(args),
+        Command::Serve(args) => run_serve(args),
+    }
+}
+
+fn run_serve(args: ServeArgs) -> ExitCode {
+    let feature_gates = match FeatureGates::parse(&args.feature_gates) {
+        Ok(g) => g,
+        Err(e) => return fail(&format!("--feature-gates: {e}")),
+    };
+    let config = ServeConfig {
+        cluster: args.cluster,
+        listen: args.listen,
+        admin_listen: args.admin_listen,
+        tls_cert: args.tls_cert,
+        tls_key: args.tls_key,
+        tls_reload_interval: Duration::from_secs(args.tls_reload_interval_seconds),
+        feature_gates,
+        plan_ttl: Duration::from_secs(args.plan_ttl_seconds),
+        max_body_bytes: usize::try_from(args.max_body_bytes).unwrap_or(usize::MAX),
+        shutdown_grace: Duration::from_secs(args.shutdown_grace_seconds),
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("kube-tas")
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("kube-tas: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(server::run(config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let bad_input = e
+                .chain()
+                .any(|c| c.is::<ConfigError>() || c.is::<crate::cluster::LoadError>());
+            if bad_input {
+                fail(&format!("{e:#}"))
+            } else {
+                eprintln!("kube-tas: {e:#}");
+                ExitCode::from(1)
+            }
+        }
     }
 }
 

@@ -3,8 +3,10 @@
 //! annotations.
 //!
 //! `topology` is the pure placement core; `cluster` is the view of the cluster it places on;
-//! `admission` decides workloads as the webhook does; `simulate` is the what-if loop behind
-//! `kube-tas simulate`; `cli` is the command line.
+//! `admission` decides workloads as the webhook does; `plans` holds the plans and seats of pod
+//! groups; `extender` answers kube-scheduler over them; `server` is the HTTP side of
+//! `kube-tas serve` (routes, TLS, probes, metrics, shutdown); `simulate` is the what-if loop
+//! behind `kube-tas simulate`; `cli` is the command line.
 #![forbid(unsafe_code)]
 
 pub mod admission;

@@ -4,11 +4,14 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // One crypto provider for the whole process (ring; aws-lc-rs is never compiled in). An
+    // error only means one is installed already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = kube_tas::cli::Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(cli.default_log_level())),
         )
         .with_writer(std::io::stderr)
         .init();

@@ -552,6 +552,7 @@ impl Loader {
         let derived = workloads::derive(self.pods, self.jobs)?;
         self.cluster.bound_pods = derived.bound_pods;
         self.cluster.workloads = derived.workloads;
+        self.cluster.jobs = derived.jobs;
         for warning in derived.warnings {
             tracing::warn!("{warning}");
             self.cluster.warnings.push(warning);

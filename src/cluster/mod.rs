@@ -29,6 +29,7 @@ pub use kueue::{ClusterQueue, LocalQueue, ResourceFlavor, Topology};
 pub use load::{LoadError, load_paths};
 pub use pod_requests::pod_requests;
 pub use quantity::{QuantityError, QuantityValue, parse_quantity};
+pub use workloads::{controller_job_of, namespace_or_default, workload_of_pod};
 
 /// Everything kube-tas knows about a cluster.
 #[derive(Debug, Clone, Default)]
@@ -39,6 +40,9 @@ pub struct Cluster {
     pub bound_pods: Vec<BoundPod>,
     /// Pending workloads (Jobs, single pods and plain pod groups), in file order.
     pub workloads: Vec<Workload>,
+    /// Every Job that has not finished, pending or running, by (namespace, name): where a
+    /// pod that names its Job finds its gang size and template annotations.
+    pub jobs: BTreeMap<(String, String), Workload>,
     /// Kueue `Topology` objects by name.
     pub topologies: BTreeMap<String, Topology>,
     /// Kueue `ResourceFlavor` objects by name.

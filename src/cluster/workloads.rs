@@ -40,6 +40,7 @@ pub(super) struct Seen<T> {
 pub(super) struct Derived {
     pub bound_pods: Vec<BoundPod>,
     pub workloads: Vec<Workload>,
+    pub jobs: BTreeMap<(String, String), Workload>,
     pub warnings: Vec<String>,
 }
 
@@ -48,6 +49,7 @@ pub(super) fn derive(pods: Vec<Seen<Pod>>, jobs: Vec<Seen<Job>>) -> Result<Deriv
     let mut bound_pods = Vec::new();
     let mut warnings = Vec::new();
     let mut pending: Vec<(usize, Workload)> = Vec::new();
+    let mut all_jobs = BTreeMap::new();
     let mut running_jobs = BTreeSet::new();
     let mut running_groups = BTreeSet::new();
     let mut groups: BTreeMap<(String, String), Group> = BTreeMap::new();
@@ -176,7 +178,22 @@ pub(super) fn derive(pods: Vec<Seen<Pod>>, jobs: Vec<Seen<Job>>) -> Result<Deriv
     {
         let namespace = namespace_of(&job.metadata);
         let name = job.metadata.name.clone().unwrap_or_default();
-        if running_jobs.contains(&(namespace.clone(), name.clone())) || finished(&job) {
+        if finished(&job) {
+            continue;
+        }
+        let key = (namespace.clone(), name.clone());
+        let built = job_workload(&job, &at, namespace.clone(), name.clone());
+        if running_jobs.contains(&key) {
+            // A running Job is not placed again, but its pods still need its gang size and
+            // template annotations (a replacement pod, a restart with half the gang bound).
+            match built {
+                Ok(workload) => {
+                    all_jobs.insert(key, workload);
+                }
+                Err(e) => warnings.push(format!(
+                    "{at} (Job {namespace}/{name}): {e}; its pods are treated as single pods"
+                )),
+            }
             continue;
         }
         let fail = |e: FieldError| LoadError::Object {
@@ -185,7 +202,8 @@ pub(super) fn derive(pods: Vec<Seen<Pod>>, jobs: Vec<Seen<Job>>) -> Result<Deriv
             field: e.field,
             message: e.message,
         };
-        let workload = job_workload(&job, &at, namespace.clone(), name.clone()).map_err(fail)?;
+        let workload = built.map_err(fail)?;
+        all_jobs.insert(key, workload.clone());
         pending.push((seq, workload));
     }
 
@@ -193,8 +211,46 @@ pub(super) fn derive(pods: Vec<Seen<Pod>>, jobs: Vec<Seen<Job>>) -> Result<Deriv
     Ok(Derived {
         bound_pods,
         workloads: pending.into_iter().map(|(_, w)| w).collect(),
+        jobs: all_jobs,
         warnings,
     })
+}
+
+/// The workload a pending pod belongs to when no Job controls it: its plain pod group
+/// (`pod-group-name` label, sized by `pod-group-total-count`) or the pod alone. Used for pods
+/// that arrive after loading (a scheduler's filter call).
+pub fn workload_of_pod(pod: &Pod) -> Result<Workload, FieldError> {
+    let spec = pod.spec.clone().unwrap_or_default();
+    let namespace = namespace_of(&pod.metadata);
+    let mut pod_set = pending_pod_set(&pod.metadata, &spec, 1)?;
+    let (kind, name) = match label_value(&pod.metadata, keys::POD_GROUP_NAME_LABEL) {
+        Some(group) => {
+            pod_set.spec.count = total_count(&pod.metadata)?;
+            (WorkloadKind::PodGroup, group)
+        }
+        None => (
+            WorkloadKind::Pod,
+            pod.metadata.name.clone().unwrap_or_default(),
+        ),
+    };
+    Ok(Workload {
+        kind,
+        namespace,
+        name,
+        queue_name: queue_name(&pod.metadata),
+        pod_sets: vec![pod_set],
+        source: Source::default(),
+    })
+}
+
+/// The name of the Job that controls a pod (a controller `ownerReference` of kind `Job`).
+pub fn controller_job_of(meta: &ObjectMeta) -> Option<String> {
+    controller_job(meta)
+}
+
+/// `metadata.namespace`, `default` when absent or empty.
+pub fn namespace_or_default(meta: &ObjectMeta) -> String {
+    namespace_of(meta)
 }
 
 /// A plain pod group being collected.

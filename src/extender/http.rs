@@ -1,1 +1,271 @@
-//! axum handlers for the extender routes (filled in by the server work).
+//! axum handlers for the extender routes: `POST /filter`, `/prioritize` and `/bind` (the server
+//! mounts them under `/scheduler`).
+//!
+//! Each handler takes the raw body and parses it itself, so that every problem with a request
+//! is answered in the protocol's own shape and never as an axum extractor rejection (P10):
+//!
+//! | route | good request | bad body |
+//! |---|---|---|
+//! | `filter` | 200 `ExtenderFilterResult` | 200 `ExtenderFilterResult{Error}` |
+//! | `bind` | 200 `ExtenderBindingResult` | 200 `{"Error": ...}` |
+//! | `prioritize` | 200 bare `HostPriority` array | 400 with a plain-text message |
+//!
+//! The one rejection left to axum is reading the body itself: 413 when it is larger than the
+//! server's limit, 400 when the connection breaks mid-body (nobody is left to read an answer).
+//!
+//! `prioritize` has no `Error` field in the protocol, and kube-scheduler ignores a failed
+//! prioritize call (the extender then adds no score), so a 400 is the honest answer there.
+//! `Error` strings never contain `%`: the scheduler uses them as a Go format string.
+//!
+//! Depth: a hostile, deeply nested body cannot exhaust the stack. serde_json caps every
+//! recursive descent at 128 levels and skips unknown fields without recursing; the wire types
+//! refuse wrong shapes at the first level anyway. Size is limited by the server's body-limit
+//! layer (413), not here.
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tracing::Instrument;
+
+use super::Extender;
+use super::wire::{
+    ExtenderArgs, ExtenderBindingArgs, ExtenderBindingResult, ExtenderFilterResult, go_format_safe,
+};
+
+/// The longest parse-error message we send back or log; a serde message can quote a whole
+/// (possibly huge) string value from the body.
+const MAX_MESSAGE_CHARS: usize = 512;
+
+/// The extender routes, relative to where the server nests them (`/scheduler`).
+pub fn routes(extender: Extender) -> Router {
+    Router::new()
+        .route("/filter", post(filter))
+        .route("/prioritize", post(prioritize))
+        .route("/bind", post(bind))
+        .with_state(extender)
+}
+
+// The service is blocking (a std `Mutex` around the plan book, milliseconds for a big gang),
+// and parsing/encoding a `nodeCacheCapable: false` body of several MB is too. Everything runs
+// in `spawn_blocking` rather than `block_in_place` because:
+// * `block_in_place` panics on a current-thread runtime (`#[tokio::test]`, `oneshot`), while
+//   `spawn_blocking` works on every runtime;
+// * a panic inside the service comes back as a `JoinError` we can answer in protocol form,
+//   instead of tearing down the connection task;
+// * the cost (a hand-off to the blocking pool, a few µs) is small next to the work.
+
+#[tracing::instrument(name = "filter", skip_all, fields(pod = tracing::field::Empty))]
+async fn filter(State(extender): State<Extender>, body: Bytes) -> Response {
+    run_blocking("filter", move || match parse::<ExtenderArgs>(&body) {
+        Ok(args) => {
+            record_pod(&args);
+            json_ok(&extender.filter(&args))
+        }
+        Err(message) => {
+            warn_bad_request("filter", &message);
+            json_ok(&filter_error(&message))
+        }
+    })
+    .await
+    .unwrap_or_else(|message| json_ok(&filter_error(&message)))
+}
+
+#[tracing::instrument(name = "prioritize", skip_all, fields(pod = tracing::field::Empty))]
+async fn prioritize(State(extender): State<Extender>, body: Bytes) -> Response {
+    run_blocking("prioritize", move || match parse::<ExtenderArgs>(&body) {
+        Ok(args) => {
+            record_pod(&args);
+            json_ok(&extender.prioritize(&args))
+        }
+        Err(message) => {
+            warn_bad_request("prioritize", &message);
+            plain(StatusCode::BAD_REQUEST, message)
+        }
+    })
+    .await
+    .unwrap_or_else(|message| plain(StatusCode::INTERNAL_SERVER_ERROR, message))
+}
+
+#[tracing::instrument(name = "bind", skip_all, fields(pod = tracing::field::Empty))]
+async fn bind(State(extender): State<Extender>, body: Bytes) -> Response {
+    run_blocking("bind", move || match parse::<ExtenderBindingArgs>(&body) {
+        Ok(args) => {
+            tracing::Span::current().record(
+                "pod",
+                tracing::field::display(format_args!("{}/{}", args.pod_namespace, args.pod_name)),
+            );
+            json_ok(&extender.bind(&args))
+        }
+        Err(message) => {
+            warn_bad_request("bind", &message);
+            json_ok(&bind_error(&message))
+        }
+    })
+    .await
+    .unwrap_or_else(|message| json_ok(&bind_error(&message)))
+}
+
+/// Runs `work` on the blocking pool inside the current span; a panic becomes `Err(message)`.
+async fn run_blocking(
+    route: &'static str,
+    work: impl FnOnce() -> Response + Send + 'static,
+) -> Result<Response, String> {
+    let span = tracing::Span::current();
+    tokio::task::spawn_blocking(move || span.in_scope(work))
+        .in_current_span()
+        .await
+        .map_err(|e| {
+            tracing::error!(route, error = %e, "extender handler failed");
+            format!("internal error in kube-tas {route}; see its log")
+        })
+}
+
+/// Parses a request body, or says what is wrong with it (type name, field path, position).
+fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, String> {
+    let what = short_type_name::<T>();
+    if body.is_empty() {
+        return Err(format!("cannot read {what}: the request body is empty"));
+    }
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let value = serde_path_to_error::deserialize::<_, T>(&mut de)
+        .map_err(|e| describe_error(what, &e.path().to_string(), e.inner()))?;
+    de.end().map_err(|e| describe_error(what, ".", &e))?;
+    Ok(value)
+}
+
+fn describe_error(what: &str, path: &str, e: &serde_json::Error) -> String {
+    let message = if path == "." || path.is_empty() {
+        format!("cannot read {what}: {e}")
+    } else {
+        format!("cannot read {what}: {path}: {e}")
+    };
+    truncate(message)
+}
+
+fn truncate(mut message: String) -> String {
+    if let Some((cut, _)) = message.char_indices().nth(MAX_MESSAGE_CHARS) {
+        message.truncate(cut);
+        message.push_str(" ...");
+    }
+    message
+}
+
+fn short_type_name<T>() -> &'static str {
+    let full = std::any::type_name::<T>();
+    full.rsplit("::").next().unwrap_or(full)
+}
+
+fn record_pod(args: &ExtenderArgs) {
+    let meta = &args.pod.metadata;
+    tracing::Span::current().record(
+        "pod",
+        tracing::field::display(format_args!(
+            "{}/{}",
+            meta.namespace.as_deref().unwrap_or("default"),
+            meta.name.as_deref().unwrap_or("")
+        )),
+    );
+}
+
+fn warn_bad_request(route: &'static str, message: &str) {
+    tracing::warn!(route, error = message, "bad extender request");
+}
+
+fn filter_error(message: &str) -> ExtenderFilterResult {
+    ExtenderFilterResult {
+        error: go_format_safe(message),
+        ..Default::default()
+    }
+}
+
+fn bind_error(message: &str) -> ExtenderBindingResult {
+    ExtenderBindingResult {
+        error: go_format_safe(message),
+    }
+}
+
+/// 200 with `value` as JSON. Encoding the wire types cannot fail (string-keyed maps only);
+/// should it ever, the answer is a 500 the scheduler reports as a failed call.
+fn json_ok<T: Serialize>(value: &T) -> Response {
+    match serde_json::to_vec(value) {
+        Ok(bytes) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            bytes,
+        )
+            .into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot encode an extender answer");
+            plain(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("cannot encode the answer: {e}"),
+            )
+        }
+    }
+}
+
+fn plain(status: StatusCode, message: String) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        message,
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_body_is_named() {
+        let e = parse::<ExtenderArgs>(b"").unwrap_err();
+        assert_eq!(e, "cannot read ExtenderArgs: the request body is empty");
+    }
+
+    #[test]
+    fn missing_field_is_named() {
+        let e = parse::<ExtenderArgs>(b"{}").unwrap_err();
+        assert!(
+            e.starts_with("cannot read ExtenderArgs: missing field `Pod`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn wrong_type_names_the_field_path() {
+        let e = parse::<ExtenderArgs>(br#"{"Pod":{},"NodeNames":5}"#).unwrap_err();
+        assert!(
+            e.starts_with("cannot read ExtenderArgs: NodeNames: invalid type"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn trailing_garbage_is_refused() {
+        let e = parse::<ExtenderBindingArgs>(
+            br#"{"PodName":"p","PodNamespace":"n","PodUID":"u","Node":"x"} junk"#,
+        )
+        .unwrap_err();
+        assert!(e.contains("trailing characters"), "{e}");
+    }
+
+    #[test]
+    fn depth_is_capped() {
+        let deep = "[".repeat(100_000);
+        let e = parse::<serde_json::Value>(deep.as_bytes()).unwrap_err();
+        assert!(e.contains("recursion limit exceeded"), "{e}");
+    }
+
+    #[test]
+    fn long_messages_are_cut() {
+        let huge = format!(r#"{{"Pod":{{}},"NodeNames":"{}"}}"#, "x".repeat(100_000));
+        let e = parse::<ExtenderArgs>(huge.as_bytes()).unwrap_err();
+        assert!(e.chars().count() <= MAX_MESSAGE_CHARS + 4, "{}", e.len());
+    }
+}

@@ -4,8 +4,19 @@
 //! [`Extender`] is the service (no HTTP in it): `simulate` calls it in process, [`http`]
 //! mounts it on axum. Every answer is in the protocol's own shape; nothing here panics on
 //! input, and a problem with a request becomes the protocol's `Error`, never an HTTP error.
+//!
+//! Speed choice: when a pod's seat is among the candidates, the answer names only the passing
+//! node(s) and leaves the others out of `FailedNodes` (a reason per node would cost far more
+//! than the whole request, and the scheduler binds the pod at once). When nothing passes,
+//! every candidate is listed with its reason, so `kubectl describe pod` shows the full
+//! `0/N nodes are available: ...` tally.
 
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use k8s_openapi::List;
+use k8s_openapi::api::core::v1::{Node, Pod};
 
 pub mod http;
 pub mod wire;
@@ -14,13 +25,40 @@ pub use wire::{
     ExtenderArgs, ExtenderBindingArgs, ExtenderBindingResult, ExtenderFilterResult, HostPriority,
 };
 
-use crate::plans::{PlanBook, PlanStats};
+use crate::plans::{FilterVerdict, PlanBook, PlanStats, Rejection};
 
 /// The extender service: a shared [`PlanBook`] behind a lock (decisions are serialised, as
 /// kube-scheduler's cycle is).
 #[derive(Clone)]
 pub struct Extender {
     book: Arc<Mutex<PlanBook>>,
+}
+
+/// The candidate nodes of a request, in whichever mode it came.
+enum Candidates<'a> {
+    Names(&'a [String]),
+    Nodes(&'a List<Node>),
+}
+
+impl<'a> Candidates<'a> {
+    fn of(args: &'a ExtenderArgs) -> Result<Self, String> {
+        match (&args.node_names, &args.nodes) {
+            (Some(names), _) => Ok(Self::Names(names)),
+            (None, Some(nodes)) => Ok(Self::Nodes(nodes)),
+            (None, None) => Err("ExtenderArgs has neither NodeNames nor Nodes".to_string()),
+        }
+    }
+
+    fn names(&self) -> Vec<&'a str> {
+        match self {
+            Self::Names(n) => n.iter().map(String::as_str).collect(),
+            Self::Nodes(list) => list
+                .items
+                .iter()
+                .map(|n| n.metadata.name.as_deref().unwrap_or(""))
+                .collect(),
+        }
+    }
 }
 
 impl Extender {
@@ -31,26 +69,94 @@ impl Extender {
         }
     }
 
-    /// `POST /scheduler/filter`.
+    /// `POST /scheduler/filter`: the seat's node(s) for a pod of a group, every node with room
+    /// nobody holds for a pod outside any group.
     pub fn filter(&self, args: &ExtenderArgs) -> ExtenderFilterResult {
-        let _ = args;
-        ExtenderFilterResult {
-            error: "filter is not built yet".to_string(),
-            ..Default::default()
+        let candidates = match Candidates::of(args) {
+            Ok(c) => c,
+            Err(e) => return error_result(&e),
+        };
+        let names = candidates.names();
+        let verdict = self.filter_names(&args.pod, &names);
+        let mut result = ExtenderFilterResult::default();
+        let mut pass: Vec<usize> = Vec::new();
+        match verdict {
+            FilterVerdict::Invalid(e) => return error_result(&e),
+            FilterVerdict::Only { pass: p, rejected } => {
+                if p.is_empty() {
+                    for name in &names {
+                        record(&mut result, name, &rejected);
+                    }
+                }
+                pass = p;
+            }
+            FilterVerdict::Except { rejected } => {
+                let mut turned_down = vec![false; names.len()];
+                for (i, why) in &rejected {
+                    turned_down[*i] = true;
+                    record(&mut result, names[*i], why);
+                }
+                pass.extend((0..names.len()).filter(|&i| !turned_down[i]));
+            }
         }
+        match candidates {
+            Candidates::Names(_) => {
+                result.node_names = Some(pass.iter().map(|&i| names[i].to_string()).collect());
+            }
+            Candidates::Nodes(list) => {
+                result.nodes = Some(List {
+                    items: pass.iter().map(|&i| list.items[i].clone()).collect(),
+                    metadata: list.metadata.clone(),
+                });
+            }
+        }
+        result
     }
 
-    /// `POST /scheduler/prioritize`: a bare array, scores 0..=10, only favoured hosts.
+    /// The decision behind `filter`, over plain candidate names (what `simulate` calls).
+    pub fn filter_names(&self, pod: &Pod, candidates: &[&str]) -> FilterVerdict {
+        self.lock().filter(pod, candidates, Instant::now())
+    }
+
+    /// `POST /scheduler/prioritize`: a bare array listing only favoured hosts (the seat's
+    /// node(s)) at the top score; hosts left out score 0.
     pub fn prioritize(&self, args: &ExtenderArgs) -> Vec<HostPriority> {
-        let _ = args;
-        Vec::new()
+        let Ok(candidates) = Candidates::of(args) else {
+            return Vec::new();
+        };
+        let names = candidates.names();
+        self.prioritize_names(&args.pod, &names)
+            .into_iter()
+            .map(|(i, score)| HostPriority {
+                host: names[i].to_string(),
+                score,
+            })
+            .collect()
     }
 
-    /// `POST /scheduler/bind`.
+    /// The scores behind `prioritize`, as (candidate index, 0..=10), favoured hosts only.
+    pub fn prioritize_names(&self, pod: &Pod, candidates: &[&str]) -> Vec<(usize, i64)> {
+        self.lock()
+            .favoured(pod, candidates)
+            .into_iter()
+            .map(|i| (i, wire::MAX_EXTENDER_PRIORITY))
+            .collect()
+    }
+
+    /// `POST /scheduler/bind`: makes the seat final and records the pod on its node.
     pub fn bind(&self, args: &ExtenderBindingArgs) -> ExtenderBindingResult {
-        let _ = args;
-        ExtenderBindingResult {
-            error: "bind is not built yet".to_string(),
+        let outcome = self.lock().bind(
+            &args.pod_namespace,
+            &args.pod_name,
+            &args.pod_uid,
+            &args.node,
+            Instant::now(),
+        );
+        match outcome {
+            Ok(()) => ExtenderBindingResult::default(),
+            Err(e) => ExtenderBindingResult {
+                error: wire::go_format_safe(&e.0),
+            },
         }
     }
 
@@ -59,9 +165,31 @@ impl Extender {
         self.lock().stats()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, PlanBook> {
-        // A panic while holding the lock cannot leave the book half-updated in a way later
-        // requests would misread (every mutation is a single step), so recover the guard.
+    /// Runs `f` on the plan book (for `simulate`, which reads the cluster view it updates).
+    pub fn with_book<T>(&self, f: impl FnOnce(&mut PlanBook) -> T) -> T {
+        f(&mut self.lock())
+    }
+
+    fn lock(&self) -> MutexGuard<'_, PlanBook> {
+        // Every book method runs to completion before it returns; a panic inside one (a bug)
+        // cannot leave a half-made plan, so a poisoned lock is still safe to use.
         self.book.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Puts a turned-down node in the map its rejection belongs to.
+fn record(result: &mut ExtenderFilterResult, name: &str, why: &Rejection) {
+    let map: &mut BTreeMap<String, String> = if why.unresolvable {
+        &mut result.failed_and_unresolvable_nodes
+    } else {
+        &mut result.failed_nodes
+    };
+    map.insert(name.to_string(), why.reason.to_string());
+}
+
+fn error_result(message: &str) -> ExtenderFilterResult {
+    ExtenderFilterResult {
+        error: wire::go_format_safe(message),
+        ..Default::default()
     }
 }

@@ -1,1 +1,345 @@
-//! The HTTP server (filled in by the server work).
+//! `kube-tas serve`: the HTTP servers around the extender.
+//!
+//! * the **main** port (TLS when a certificate is given): `/scheduler/{filter,prioritize,bind}`
+//!   ([`main_router`]), with a request-body limit (413 beyond it), a request timeout and
+//!   per-route metrics;
+//! * the **admin** port (always plain HTTP): `/healthz`, `/readyz`, `/metrics`
+//!   ([`admin::admin_router`]).
+//!
+//! Submodules: [`admin`] (probes, [`admin::Readiness`]), [`metrics`] (prometheus-client
+//! registry), [`tls`] (rustls config and hot reload), [`shutdown`] (signals and drain).
+//!
+//! Lifecycle ([`run`]): validate the configuration, load the cluster, build the plan book,
+//! bind both listeners ([`start`]), become ready, serve until SIGTERM/SIGINT, then drain
+//! (readiness 503 first, see [`shutdown`]).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::StatusCode;
+use axum_server::Handle;
+use tokio::task::JoinHandle;
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::timeout::TimeoutLayer;
+
+use crate::extender::Extender;
+use crate::plans::PlanBook;
+use crate::topology::FeatureGates;
+
+pub mod admin;
+pub mod metrics;
+pub mod shutdown;
+pub mod tls;
+
+use admin::Readiness;
+use metrics::Metrics;
+use tls::{ServingCert, TlsFiles};
+
+/// Default request-body limit: a `nodeCacheCapable: false` filter request for 15k nodes is
+/// several MB; a 50k-name `NodeNames` list is about 2 MB.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+
+/// A request (body included) that takes longer than this is answered 408. kube-scheduler
+/// gives up after its `httpTimeout` (5 s by default) anyway.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// An HTTP/1 client must send its request headers within this time (slowloris guard). TLS
+/// handshakes have axum-server's own 10 s limit.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long the admin server may take to close once the main server drained.
+const ADMIN_SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
+
+/// Everything `serve` needs; the command line fills it (see `cli::ServeArgs` for the flags).
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// Manifest files or folders holding the cluster (required until the live source lands).
+    pub cluster: Vec<PathBuf>,
+    /// The main (extender, webhook) listener.
+    pub listen: SocketAddr,
+    /// The admin (probes, metrics) listener, plain HTTP.
+    pub admin_listen: SocketAddr,
+    /// PEM certificate chain; TLS needs both this and [`Self::tls_key`].
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key.
+    pub tls_key: Option<PathBuf>,
+    /// How often the certificate files are checked for changes.
+    pub tls_reload_interval: Duration,
+    /// Kueue feature gates.
+    pub feature_gates: FeatureGates,
+    /// Plans whose pods never come expire after this.
+    pub plan_ttl: Duration,
+    /// Larger request bodies are answered 413.
+    pub max_body_bytes: usize,
+    /// How long in-flight requests may take to finish after SIGTERM.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for ServeConfig {
+    /// The command line's defaults (no cluster, no TLS).
+    fn default() -> Self {
+        Self {
+            cluster: Vec::new(),
+            listen: SocketAddr::from(([0, 0, 0, 0], 8443)),
+            admin_listen: SocketAddr::from(([0, 0, 0, 0], 8080)),
+            tls_cert: None,
+            tls_key: None,
+            tls_reload_interval: Duration::from_secs(10),
+            feature_gates: FeatureGates::default(),
+            plan_ttl: Duration::from_secs(60),
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            shutdown_grace: Duration::from_secs(20),
+        }
+    }
+}
+
+/// A configuration `serve` cannot start with.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// No `--cluster`.
+    #[error(
+        "--cluster PATH is required: the live (API-server) cluster source is not built yet, so \
+         `serve` reads the cluster from manifest files or folders"
+    )]
+    NoCluster,
+    /// One of `--tls-cert` / `--tls-key` without the other.
+    #[error(
+        "{given} is given but {missing} is missing: give both for TLS, or neither for plain HTTP"
+    )]
+    HalfTls {
+        /// The flag given.
+        given: &'static str,
+        /// The flag missing.
+        missing: &'static str,
+    },
+}
+
+impl ServeConfig {
+    /// Checks what can be checked without I/O; returns the TLS files when TLS is on.
+    pub fn validate(&self) -> Result<Option<TlsFiles>, ConfigError> {
+        if self.cluster.is_empty() {
+            return Err(ConfigError::NoCluster);
+        }
+        self.tls_files()
+    }
+
+    fn tls_files(&self) -> Result<Option<TlsFiles>, ConfigError> {
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Ok(Some(TlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+            })),
+            (None, None) => Ok(None),
+            (Some(_), None) => Err(ConfigError::HalfTls {
+                given: "--tls-cert",
+                missing: "--tls-key",
+            }),
+            (None, Some(_)) => Err(ConfigError::HalfTls {
+                given: "--tls-key",
+                missing: "--tls-cert",
+            }),
+        }
+    }
+}
+
+/// The main router with the default body limit and a metrics registry of its own: the
+/// `/scheduler/*` routes as [`start`] serves them.
+pub fn main_router(extender: Extender) -> Router {
+    let metrics = Metrics::new(extender.clone());
+    main_router_with(extender, &metrics, DEFAULT_MAX_BODY_BYTES)
+}
+
+/// The main router counting into `metrics`, refusing bodies over `max_body_bytes` with 413.
+pub fn main_router_with(extender: Extender, metrics: &Metrics, max_body_bytes: usize) -> Router {
+    Router::new()
+        .nest("/scheduler", crate::extender::http::routes(extender))
+        // Layers added later wrap the earlier ones: metrics sees the 413s of the limit.
+        .route_layer(RequestBodyLimitLayer::new(max_body_bytes))
+        .route_layer(axum::middleware::from_fn_with_state(
+            metrics.clone(),
+            metrics::track,
+        ))
+        // The limit above replaces axum's 2 MB default for `Bytes`.
+        .layer(DefaultBodyLimit::disable())
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            REQUEST_TIMEOUT,
+        ))
+}
+
+/// Both servers, listening. Dropping it does not stop them; call [`Self::shutdown`].
+pub struct RunningServer {
+    main_addr: SocketAddr,
+    admin_addr: SocketAddr,
+    readiness: Readiness,
+    metrics: Metrics,
+    main_handle: Handle<SocketAddr>,
+    admin_handle: Handle<SocketAddr>,
+    main_task: JoinHandle<std::io::Result<()>>,
+    admin_task: JoinHandle<std::io::Result<()>>,
+    reloader: Option<JoinHandle<()>>,
+}
+
+impl RunningServer {
+    /// Where the main server listens (the real port when configured with port 0).
+    pub fn main_addr(&self) -> SocketAddr {
+        self.main_addr
+    }
+
+    /// Where the admin server listens.
+    pub fn admin_addr(&self) -> SocketAddr {
+        self.admin_addr
+    }
+
+    /// The readiness `/readyz` reports; [`start`] leaves it not ready.
+    pub fn readiness(&self) -> &Readiness {
+        &self.readiness
+    }
+
+    /// The metrics both servers share.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Resolves only if a server stops by itself, with why.
+    pub async fn failed(&mut self) -> anyhow::Error {
+        let (which, result) = tokio::select! {
+            r = &mut self.main_task => ("main", r),
+            r = &mut self.admin_task => ("admin", r),
+        };
+        match result {
+            Ok(Ok(())) => anyhow::anyhow!("the {which} server stopped unexpectedly"),
+            Ok(Err(e)) => anyhow::Error::new(e).context(format!("the {which} server failed")),
+            Err(e) => anyhow::Error::new(e).context(format!("the {which} server task failed")),
+        }
+    }
+
+    /// Readiness off, the main server drained (at most `grace`), then the admin server
+    /// stopped.
+    pub async fn shutdown(self, grace: Duration) -> anyhow::Result<()> {
+        shutdown::begin(&self.readiness, &self.main_handle, grace);
+        let main = self.main_task.await;
+        tracing::info!("main server drained");
+        self.admin_handle
+            .graceful_shutdown(Some(ADMIN_SHUTDOWN_GRACE));
+        let admin = self.admin_task.await;
+        if let Some(reloader) = self.reloader {
+            reloader.abort();
+        }
+        main.context("the main server task failed")?
+            .context("the main server failed")?;
+        admin
+            .context("the admin server task failed")?
+            .context("the admin server failed")?;
+        Ok(())
+    }
+}
+
+/// Binds both listeners and serves `extender` (TLS when the config names a certificate,
+/// polling it for changes). Not ready yet: the caller marks [`RunningServer::readiness`]
+/// when everything else is in place. `config.cluster` is not read here.
+pub async fn start(config: &ServeConfig, extender: Extender) -> anyhow::Result<RunningServer> {
+    let tls_files = config.tls_files()?;
+    let metrics = Metrics::new(extender.clone());
+    let readiness = Readiness::new();
+    let serving_cert = match tls_files {
+        Some(files) => Some(
+            ServingCert::load(files, metrics.clone())
+                .await
+                .context("cannot load the TLS certificate (--tls-cert, --tls-key)")?,
+        ),
+        None => None,
+    };
+
+    let main_listener = std::net::TcpListener::bind(config.listen)
+        .with_context(|| format!("cannot listen on {} (--listen)", config.listen))?;
+    let admin_listener = std::net::TcpListener::bind(config.admin_listen)
+        .with_context(|| format!("cannot listen on {} (--admin-listen)", config.admin_listen))?;
+    let main_addr = main_listener.local_addr()?;
+    let admin_addr = admin_listener.local_addr()?;
+
+    let main_app = main_router_with(extender, &metrics, config.max_body_bytes).into_make_service();
+    let main_handle = Handle::new();
+    let (main_task, reloader) = match serving_cert {
+        Some(cert) => {
+            let server = axum_server::from_tcp_rustls(main_listener, cert.rustls_config())
+                .context("cannot use the main listener")?;
+            let server = with_timeouts(server).handle(main_handle.clone());
+            let task = tokio::spawn(server.serve(main_app));
+            (task, Some(cert.spawn_reloader(config.tls_reload_interval)))
+        }
+        None => {
+            let server =
+                axum_server::from_tcp(main_listener).context("cannot use the main listener")?;
+            let server = with_timeouts(server).handle(main_handle.clone());
+            (tokio::spawn(server.serve(main_app)), None)
+        }
+    };
+
+    let admin_app = admin::admin_router(readiness.clone(), metrics.clone()).into_make_service();
+    let admin_handle = Handle::new();
+    let admin_server =
+        axum_server::from_tcp(admin_listener).context("cannot use the admin listener")?;
+    let admin_server = with_timeouts(admin_server).handle(admin_handle.clone());
+    let admin_task = tokio::spawn(admin_server.serve(admin_app));
+
+    tracing::info!(
+        address = %main_addr,
+        tls = reloader.is_some(),
+        "extender listening on /scheduler/{{filter,prioritize,bind}}"
+    );
+    tracing::info!(address = %admin_addr, "admin listening on /healthz, /readyz, /metrics");
+    Ok(RunningServer {
+        main_addr,
+        admin_addr,
+        readiness,
+        metrics,
+        main_handle,
+        admin_handle,
+        main_task,
+        admin_task,
+        reloader,
+    })
+}
+
+fn with_timeouts<Acc>(
+    mut server: axum_server::Server<SocketAddr, Acc>,
+) -> axum_server::Server<SocketAddr, Acc> {
+    server
+        .http_builder()
+        .http1()
+        .header_read_timeout(HEADER_READ_TIMEOUT);
+    server
+}
+
+/// `kube-tas serve`: load the cluster, serve until SIGTERM/SIGINT, drain.
+pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
+    config.validate()?;
+    let paths = config.cluster.clone();
+    let started = std::time::Instant::now();
+    let cluster = tokio::task::spawn_blocking(move || crate::cluster::load_paths(&paths))
+        .await
+        .context("loading the cluster failed")??;
+    for w in &cluster.warnings {
+        tracing::warn!("{w}");
+    }
+    tracing::info!(
+        nodes = cluster.nodes.len(),
+        bound_pods = cluster.bound_pods.len(),
+        load_ms = started.elapsed().as_secs_f64() * 1e3,
+        "cluster loaded"
+    );
+    let book = PlanBook::new(cluster, config.feature_gates.clone(), config.plan_ttl);
+    let mut server = start(&config, Extender::new(book)).await?;
+    server.readiness().mark_ready();
+    tracing::info!("ready");
+    tokio::select! {
+        () = shutdown::signal() => {}
+        e = server.failed() => return Err(e),
+    }
+    server.shutdown(config.shutdown_grace).await
+}

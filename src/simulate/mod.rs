@@ -1,21 +1,29 @@
-//! `kube-tas simulate`: the what-if loop. Admit every pending workload in file order, place
-//! each admitted one on the capacity left by the bound pods and by the workloads placed before
-//! it, and report where every pod set lands, why it does not fit, or why it was denied.
+//! `kube-tas simulate`: the what-if loop, run through the same service the scheduler calls.
+//!
+//! Every pending workload, in file order, goes through admission (the webhook's decision);
+//! then each of its pods is created as the Job controller would create it, with the flavor's
+//! nodeSelector and tolerations injected as the webhook does, and scheduled one by one as
+//! kube-scheduler would: its own filters ([`kube_scheduler`]), then the extender's `filter`,
+//! `prioritize` and `bind` ([`crate::extender::Extender`], in process). Every bound pod is
+//! usage for the next. The what-if answer is therefore the production answer.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Toleration;
 use serde::Serialize;
 
+pub mod kube_scheduler;
+mod pods;
 pub mod table;
 
 use crate::admission::{self, AdmittedPodSet};
 use crate::cluster::{Cluster, Workload};
+use crate::extender::{Extender, ExtenderBindingArgs};
+use crate::plans::{FilterVerdict, GroupKey, PlanBook};
+use crate::topology::FeatureGates;
 use crate::topology::capacity::FreeCapacity;
-use crate::topology::placement::{Assignment, GroupRequest, PlacementContext, place_group};
 use crate::topology::tree::{DomainIdx, TopologyTree};
-use crate::topology::{FeatureGates, ResourceList};
+use kube_scheduler::{PodFilterFacts, SchedulerView};
 
 /// What `simulate` found, workload by workload.
 #[derive(Debug, Clone, Default)]
@@ -95,13 +103,28 @@ pub struct FlavorReport {
     pub placed: BTreeMap<DomainIdx, Vec<(String, i64)>>,
 }
 
+/// Plans never expire during a simulation: every pod of a group comes at once.
+const SIMULATION_PLAN_TTL: Duration = Duration::from_secs(24 * 3600);
+
 /// Runs the simulation over a loaded cluster.
 pub fn run(cluster: &Cluster, gates: &FeatureGates) -> Report {
+    let extender = Extender::new(PlanBook::new(
+        cluster.clone(),
+        gates.clone(),
+        SIMULATION_PLAN_TTL,
+    ));
     let mut sim = Simulation {
         cluster,
         gates,
-        flavors: BTreeMap::new(),
-        placed: Vec::new(),
+        extender,
+        view: SchedulerView::new(
+            &cluster.nodes,
+            cluster
+                .bound_pods
+                .iter()
+                .map(|p| (p.node_name.as_str(), &p.requests)),
+        ),
+        placed: BTreeMap::new(),
     };
     let mut report = Report::default();
     for w in &cluster.workloads {
@@ -109,45 +132,18 @@ pub fn run(cluster: &Cluster, gates: &FeatureGates) -> Report {
             report.workloads.push(r);
         }
     }
-    for (name, f) in sim.flavors {
-        let mut placed: BTreeMap<DomainIdx, Vec<(String, i64)>> = BTreeMap::new();
-        for p in sim.placed.iter().filter(|p| p.flavor == name) {
-            placed
-                .entry(p.leaf)
-                .or_default()
-                .push((p.workload.clone(), p.count));
-        }
-        report.flavors.push(FlavorReport {
-            name,
-            tree: f.tree,
-            free: f.free,
-            placed,
-        });
-    }
+    report.flavors = sim.flavor_reports();
     report
 }
 
-struct FlavorState {
-    tree: TopologyTree,
-    tolerations: Vec<Toleration>,
-    free: FreeCapacity,
-}
-
-/// Pods placed by the simulation on one leaf.
-#[derive(Debug, Clone)]
-struct Placed {
-    flavor: String,
-    leaf: DomainIdx,
-    requests: ResourceList,
-    count: i64,
-    workload: String,
-}
-
+/// The simulation's state: the extender (with its plan book) and the scheduler's view.
 struct Simulation<'c> {
     cluster: &'c Cluster,
     gates: &'c FeatureGates,
-    flavors: BTreeMap<String, FlavorState>,
-    placed: Vec<Placed>,
+    extender: Extender,
+    view: SchedulerView<'c>,
+    /// Per flavor, per leaf: (workload, pods) placed there.
+    placed: BTreeMap<String, BTreeMap<DomainIdx, Vec<(String, i64)>>>,
 }
 
 impl Simulation<'_> {
@@ -171,27 +167,9 @@ impl Simulation<'_> {
             }
         };
         report.warnings = admitted.warnings;
-        let label = format!("{}/{}", w.namespace, w.name);
-        let (pod_sets, assumed) = self.place_workload(&admitted.pod_sets, &label);
-        report.pod_sets = pod_sets;
-        if report.pod_sets.iter().all(|p| p.fits) {
-            for p in assumed {
-                self.commit(p);
-            }
-        }
-        Some(report)
-    }
-
-    /// Places the pod sets group by group (flavors in name order, groups in order of first
-    /// appearance); stops at the first group that does not fit, as Kueue does.
-    fn place_workload(
-        &mut self,
-        pod_sets: &[AdmittedPodSet],
-        label: &str,
-    ) -> (Vec<PodSetReport>, Vec<Placed>) {
-        let mut reports: Vec<PodSetReport> = pod_sets
-            .iter()
-            .map(|ps| PodSetReport {
+        let mut failed: Option<String> = None;
+        for (i, ps) in admitted.pod_sets.iter().enumerate() {
+            let mut r = PodSetReport {
                 name: ps.spec.name.clone(),
                 count: ps.spec.count,
                 fits: ps.flavor.is_none(),
@@ -199,223 +177,182 @@ impl Simulation<'_> {
                 levels: Vec::new(),
                 domains: Vec::new(),
                 message: None,
+            };
+            if let Some(reason) = &failed {
+                r.fits = false;
+                r.message = Some(reason.clone());
+            } else if ps.flavor.is_some() {
+                match self.schedule_pod_set(w, i, ps) {
+                    Ok((levels, domains)) => {
+                        r.fits = true;
+                        r.levels = levels;
+                        r.domains = domains;
+                    }
+                    Err(message) => {
+                        r.message = Some(message.clone());
+                        failed = Some(message);
+                    }
+                }
+            }
+            report.pod_sets.push(r);
+        }
+        Some(report)
+    }
+
+    /// Creates the pod set's pods and schedules them one by one; on success, the flavor's
+    /// levels and the pods per lowest-level domain.
+    fn schedule_pod_set(
+        &mut self,
+        w: &Workload,
+        index: usize,
+        ps: &AdmittedPodSet,
+    ) -> Result<(Vec<String>, Vec<DomainCount>), String> {
+        let flavor_name = ps.flavor.clone().unwrap_or_default();
+        let Some(rf) = self.cluster.resource_flavors.get(&flavor_name) else {
+            return Err(format!("ResourceFlavor {flavor_name:?} does not exist"));
+        };
+        let Some(flavor) = self.extender.with_book(|b| b.flavor(&flavor_name)) else {
+            return Err(format!("ResourceFlavor {flavor_name:?} has no Topology"));
+        };
+        let group = GroupKey {
+            kind: w.kind,
+            namespace: w.namespace.clone(),
+            name: w.name.clone(),
+        };
+        let label = format!("{}/{}", w.namespace, w.name);
+        let mut per_leaf: BTreeMap<DomainIdx, i64> = BTreeMap::new();
+        for pod in pods::pods_of(w, index, ps, rf) {
+            let node = self.schedule_pod(&pod, &group)?;
+            if let Some(leaf) = flavor.tree.leaf_of_node(&node) {
+                *per_leaf.entry(leaf).or_insert(0) += 1;
+            }
+        }
+        let placed = self.placed.entry(flavor_name).or_default();
+        let domains = per_leaf
+            .iter()
+            .map(|(&leaf, &count)| {
+                placed.entry(leaf).or_default().push((label.clone(), count));
+                DomainCount {
+                    values: flavor.tree.domains[leaf].values.clone(),
+                    count,
+                }
             })
             .collect();
-        let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
-        let mut by_name: BTreeMap<(String, String), usize> = BTreeMap::new();
-        for (i, ps) in pod_sets.iter().enumerate() {
-            let Some(flavor) = &ps.flavor else { continue };
-            // Pod sets sharing a podset-group-name (on one flavor) are placed together.
-            let key = ps
-                .spec
-                .topology
-                .as_ref()
-                .and_then(|t| t.group_name.clone())
-                .map(|g| (flavor.clone(), g));
-            match key.as_ref().and_then(|k| by_name.get(k)) {
-                Some(&gi) => groups[gi].1.push(i),
-                None => {
-                    if let Some(k) = key {
-                        by_name.insert(k, groups.len());
-                    }
-                    groups.push((flavor.clone(), vec![i]));
-                }
-            }
-        }
-        groups.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut assumed: Vec<Placed> = Vec::new();
-        let mut failed: Option<String> = None;
-        for (flavor, members) in groups {
-            if let Some(reason) = &failed {
-                for &i in &members {
-                    reports[i].message = Some(reason.clone());
-                }
-                continue;
-            }
-            if !self.ensure_flavor(&flavor) {
-                continue;
-            }
-            let (workers, leader) = match members.as_slice() {
-                [w] => (*w, None),
-                [a, b] if pod_sets[*b].spec.count > pod_sets[*a].spec.count => (*b, Some(*a)),
-                [a, b] => (*a, Some(*b)),
-                _ => (members[0], None),
-            };
-            let f = &self.flavors[&flavor];
-            // Earlier groups of this workload count as used; copy the capacity only then.
-            let free = if assumed.is_empty() {
-                Cow::Borrowed(&f.free)
-            } else {
-                let mut free = f.free.clone();
-                for p in &assumed {
-                    apply(&self.flavors, &flavor, &mut free, p);
-                }
-                Cow::Owned(free)
-            };
-            let ctx = PlacementContext {
-                tree: &f.tree,
-                free: &free,
-                gates: self.gates,
-                flavor_name: &flavor,
-                flavor_tolerations: &f.tolerations,
-            };
-            let request = GroupRequest {
-                workers: &pod_sets[workers].spec,
-                leader: leader.map(|l| &pod_sets[l].spec),
-                within: None,
-            };
-            let levels = f.tree.levels.clone();
-            let started = std::time::Instant::now();
-            let outcome = place_group(&ctx, &request);
-            tracing::info!(
-                workload = label,
-                pods = pod_sets[workers].spec.count,
-                place_ms = started.elapsed().as_secs_f64() * 1e3,
-                "group placed"
-            );
-            match outcome {
-                Ok(placement) => {
-                    let mut fill = |i: usize, a: &Assignment| {
-                        reports[i].fits = true;
-                        reports[i].levels = levels.clone();
-                        reports[i].domains = a
-                            .domains
-                            .iter()
-                            .map(|&(d, c)| DomainCount {
-                                values: f.tree.domains[d].values.clone(),
-                                count: c,
-                            })
-                            .collect();
-                        for &(leaf, count) in &a.domains {
-                            assumed.push(Placed {
-                                flavor: flavor.clone(),
-                                leaf,
-                                requests: pod_sets[i].spec.requests.clone(),
-                                count,
-                                workload: label.to_string(),
-                            });
-                        }
-                    };
-                    fill(workers, &placement.workers);
-                    if let (Some(l), Some(a)) = (leader, &placement.leader) {
-                        fill(l, a);
-                    }
-                }
-                Err(not_fit) => {
-                    for &i in &members {
-                        reports[i].message = Some(not_fit.message.clone());
-                    }
-                    failed = Some(not_fit.message);
-                }
-            }
-        }
-        (reports, assumed)
+        Ok((flavor.tree.levels.clone(), domains))
     }
 
-    /// Builds a flavor's tree and capacity on first use; false when it cannot be built.
-    fn ensure_flavor(&mut self, name: &str) -> bool {
-        if self.flavors.contains_key(name) {
-            return true;
-        }
-        let Some(rf) = self.cluster.resource_flavors.get(name) else {
-            return false;
+    /// One kube-scheduler cycle for one pod: filters, extender filter, prioritize, bind.
+    fn schedule_pod(
+        &mut self,
+        pod: &k8s_openapi::api::core::v1::Pod,
+        group: &GroupKey,
+    ) -> Result<String, String> {
+        let facts = PodFilterFacts::of(pod)?;
+        // When the scheduler's own filters leave nothing, the extender is never called; the
+        // gang-level reason (the engine's) still says more than the per-node tally.
+        let feasible = match self.view.feasible(&facts) {
+            Ok(f) => f,
+            Err(tally) => {
+                let now = std::time::Instant::now();
+                return Err(self
+                    .extender
+                    .with_book(|b| b.diagnose(pod, now))
+                    .unwrap_or(tally));
+            }
         };
-        let topology_name = rf.spec.topology_name.clone().unwrap_or_default();
-        let Some(topology) = self.cluster.topologies.get(&topology_name) else {
-            return false;
+        let nodes = self.view.nodes();
+        let names: Vec<&str> = feasible.iter().map(|&i| nodes[i].name.as_str()).collect();
+        let pass: Vec<usize> = match self.extender.filter_names(pod, &names) {
+            FilterVerdict::Invalid(e) => return Err(e),
+            FilterVerdict::Only { pass, rejected } => {
+                if pass.is_empty() {
+                    let engine = self
+                        .extender
+                        .with_book(|b| b.group_failure(group).map(str::to_string));
+                    return Err(engine.unwrap_or_else(|| {
+                        kube_scheduler::unavailable(
+                            nodes.len(),
+                            &[(rejected.reason.to_string(), names.len())].into(),
+                        )
+                    }));
+                }
+                pass
+            }
+            FilterVerdict::Except { rejected } => {
+                let mut out = vec![false; names.len()];
+                let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+                for (i, why) in &rejected {
+                    out[*i] = true;
+                    *reasons.entry(why.reason.to_string()).or_insert(0) += 1;
+                }
+                let pass: Vec<usize> = (0..names.len()).filter(|&i| !out[i]).collect();
+                if pass.is_empty() {
+                    return Err(kube_scheduler::unavailable(nodes.len(), &reasons));
+                }
+                pass
+            }
         };
-        let levels: Vec<String> = topology
-            .spec
-            .levels
-            .iter()
-            .map(|l| l.node_label.clone())
-            .collect();
-        let started = std::time::Instant::now();
-        let tree = TopologyTree::build(
-            &topology_name,
-            &levels,
-            &rf.spec.node_labels,
-            &self.cluster.nodes,
-        );
-        tracing::info!(
-            flavor = name,
-            leaves = tree.leaves().len(),
-            build_ms = started.elapsed().as_secs_f64() * 1e3,
-            "topology tree built"
-        );
-        let free = FreeCapacity::with_pod_usage(
-            &tree,
-            self.cluster
-                .bound_pods
-                .iter()
-                .map(|p| (p.node_name.as_str(), &p.requests)),
-        );
-        self.flavors.insert(
-            name.to_string(),
-            FlavorState {
-                tree,
-                tolerations: rf.spec.tolerations.clone(),
-                free,
-            },
-        );
-        let mut free = self.take_free(name);
-        for p in &self.placed {
-            apply(&self.flavors, name, &mut free, p);
+        let passing: Vec<&str> = pass.iter().map(|&i| names[i]).collect();
+        // One feasible node: kube-scheduler takes it without scoring. Otherwise the highest
+        // extender score wins; ties go to the first node (the scheduler breaks them at random;
+        // a what-if run must be repeatable).
+        let chosen = if passing.len() == 1 {
+            0
+        } else {
+            let scores = self.extender.prioritize_names(pod, &passing);
+            let mut best = 0usize;
+            let mut best_score = i64::MIN;
+            for (i, _) in passing.iter().enumerate() {
+                let s = scores
+                    .iter()
+                    .find(|(j, _)| *j == i)
+                    .map(|(_, s)| *s)
+                    .unwrap_or(0);
+                if s > best_score {
+                    best = i;
+                    best_score = s;
+                }
+            }
+            best
+        };
+        let node = passing[chosen].to_string();
+        let bound = self.extender.bind(&ExtenderBindingArgs {
+            pod_name: pod.metadata.name.clone().unwrap_or_default(),
+            pod_namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+            pod_uid: pod.metadata.uid.clone().unwrap_or_default(),
+            node: node.clone(),
+        });
+        if !bound.error.is_empty() {
+            return Err(bound.error);
         }
-        self.put_free(name, free);
-        true
+        self.view.assume(feasible[pass[chosen]], facts.requests());
+        Ok(node)
     }
 
-    /// Makes placed pods usage for every later decision, on every flavor sharing the nodes.
-    fn commit(&mut self, p: Placed) {
-        let names: Vec<String> = self.flavors.keys().cloned().collect();
-        for name in names {
-            let mut free = self.take_free(&name);
-            apply(&self.flavors, &name, &mut free, &p);
-            self.put_free(&name, free);
+    /// Each flavor that pods were placed on, with its final free capacity.
+    fn flavor_reports(&mut self) -> Vec<FlavorReport> {
+        let placed = std::mem::take(&mut self.placed);
+        let mut out = Vec::new();
+        for (name, leaves) in placed {
+            let report = self.extender.with_book(|b| {
+                let f = b.flavor(&name)?;
+                let free = FreeCapacity::with_pod_usage(
+                    &f.tree,
+                    b.cluster()
+                        .bound_pods
+                        .iter()
+                        .map(|p| (p.node_name.as_str(), &p.requests)),
+                );
+                Some(FlavorReport {
+                    name: name.clone(),
+                    tree: f.tree.clone(),
+                    free,
+                    placed: leaves,
+                })
+            });
+            out.extend(report);
         }
-        self.placed.push(p);
-    }
-
-    /// Moves a flavor's capacity out (so it can be changed while the trees are read).
-    fn take_free(&mut self, name: &str) -> FreeCapacity {
-        self.flavors
-            .get_mut(name)
-            .map(|f| std::mem::take(&mut f.free))
-            .unwrap_or_default()
-    }
-
-    fn put_free(&mut self, name: &str, free: FreeCapacity) {
-        if let Some(f) = self.flavors.get_mut(name) {
-            f.free = free;
-        }
-    }
-}
-
-/// Takes placed pods from `free` (the capacity of flavor `target`): directly when they were
-/// placed on the same flavor, through the node when they were placed on a hostname-level
-/// flavor sharing it (Kueue's overlapping-flavor handling).
-fn apply(
-    flavors: &BTreeMap<String, FlavorState>,
-    target: &str,
-    free: &mut FreeCapacity,
-    p: &Placed,
-) {
-    let Some(t) = flavors.get(target) else { return };
-    if p.flavor == target {
-        free.take(&t.tree, p.leaf, &p.requests, p.count);
-        return;
-    }
-    let Some(src) = flavors.get(&p.flavor) else {
-        return;
-    };
-    if !src.tree.hostname_lowest {
-        return;
-    }
-    if let Some(node) = src.tree.leaf_node(p.leaf)
-        && let Some(leaf) = t.tree.leaf_of_node(&node.name)
-    {
-        free.take(&t.tree, leaf, &p.requests, p.count);
+        out
     }
 }
 

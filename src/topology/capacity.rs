@@ -64,6 +64,16 @@ impl FreeCapacity {
         }
     }
 
+    /// Takes a usage total (a `pods` entry counts pod slots) from a leaf.
+    pub fn subtract(&mut self, tree: &TopologyTree, leaf: DomainIdx, usage: &ResourceList) {
+        let slot = &mut self.values[leaf * self.width..(leaf + 1) * self.width];
+        for (name, value) in usage {
+            if let Some(id) = tree.resource_id(name) {
+                slot[id] = slot[id].saturating_sub(*value);
+            }
+        }
+    }
+
     /// The remaining resources of a leaf.
     pub fn remaining(&self, leaf: DomainIdx) -> &[i64] {
         &self.values[leaf * self.width..(leaf + 1) * self.width]

@@ -1,0 +1,175 @@
+//! Which pod group a pod belongs to, and the facts about it that plans need, read from the
+//! pod object itself (as kube-scheduler sends it).
+
+use std::fmt;
+
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::cluster::{WorkloadKind, controller_job_of, namespace_or_default, pod_requests};
+use crate::keys;
+use crate::topology::ResourceList;
+
+/// A group that is placed as a whole: a Job's pods, a plain pod group, or a single pod.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GroupKey {
+    /// Job, PodGroup or Pod.
+    pub kind: WorkloadKind,
+    /// The namespace.
+    pub namespace: String,
+    /// The Job's, pod group's or pod's name.
+    pub name: String,
+}
+
+impl fmt::Display for GroupKey {
+    /// `Job default/train`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
+    }
+}
+
+/// What plans need to know about one pod.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodFacts {
+    /// `metadata.uid`; `namespace/name` when the pod has none (only in hand-written input).
+    pub uid: String,
+    /// The namespace (`default` when absent).
+    pub namespace: String,
+    /// `metadata.name` (or `generateName` when the name is not set yet).
+    pub name: String,
+    /// The group it belongs to.
+    pub group: GroupKey,
+    /// `batch.kubernetes.io/job-completion-index` (annotation or label) of an Indexed Job.
+    pub completion_index: Option<usize>,
+    /// Its effective requests, without the `pods` slot.
+    pub requests: ResourceList,
+    /// It names a queue or carries a `kueue.x-k8s.io/podset-*` annotation: a TAS candidate.
+    pub tas_marked: bool,
+}
+
+impl PodFacts {
+    /// Reads a pod. The error names the field, for the extender's `Error`.
+    pub fn of(pod: &Pod) -> Result<Self, String> {
+        let meta = &pod.metadata;
+        let namespace = namespace_or_default(meta);
+        let name = meta
+            .name
+            .clone()
+            .filter(|n| !n.is_empty())
+            .or_else(|| meta.generate_name.clone())
+            .unwrap_or_default();
+        if name.is_empty() {
+            return Err("Pod: metadata.name: Required value".to_string());
+        }
+        let label = format!("Pod {namespace}/{name}");
+        let spec = pod.spec.clone().unwrap_or_default();
+        let requests = pod_requests(&spec, "spec").map_err(|e| format!("{label}: {e}"))?;
+        let uid = meta
+            .uid
+            .clone()
+            .filter(|u| !u.is_empty())
+            .unwrap_or_else(|| format!("{namespace}/{name}"));
+        let labels = meta.labels.as_ref();
+        let annotations = meta.annotations.as_ref();
+        let group_label = labels
+            .and_then(|l| l.get(keys::POD_GROUP_NAME_LABEL))
+            .filter(|v| !v.is_empty());
+        let group = match (controller_job_of(meta), group_label) {
+            (Some(job), _) => GroupKey {
+                kind: WorkloadKind::Job,
+                namespace: namespace.clone(),
+                name: job,
+            },
+            (None, Some(g)) => GroupKey {
+                kind: WorkloadKind::PodGroup,
+                namespace: namespace.clone(),
+                name: g.clone(),
+            },
+            (None, None) => GroupKey {
+                kind: WorkloadKind::Pod,
+                namespace: namespace.clone(),
+                name: name.clone(),
+            },
+        };
+        let index_text = annotations
+            .and_then(|a| a.get(keys::JOB_COMPLETION_INDEX))
+            .or_else(|| labels.and_then(|l| l.get(keys::JOB_COMPLETION_INDEX)));
+        let completion_index = match index_text {
+            None => None,
+            Some(v) => Some(v.parse::<usize>().map_err(|_| {
+                format!(
+                    "{label}: metadata.annotations[{:?}]: not a completion index: {v:?}",
+                    keys::JOB_COMPLETION_INDEX
+                )
+            })?),
+        };
+        let tas_marked = labels.is_some_and(|l| l.contains_key(keys::QUEUE_NAME_LABEL))
+            || annotations.is_some_and(|a| {
+                a.contains_key(keys::QUEUE_NAME_ANNOTATION)
+                    || a.keys().any(|k| k.starts_with("kueue.x-k8s.io/podset-"))
+            });
+        Ok(Self {
+            uid,
+            namespace,
+            name,
+            group,
+            completion_index,
+            requests,
+            tas_marked,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(json: serde_json::Value) -> Pod {
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn a_jobs_pod_belongs_to_the_job_with_its_index() {
+        let p = pod(serde_json::json!({
+            "metadata": {"name": "train-3-x", "namespace": "ml", "uid": "u3",
+                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "train",
+                    "uid": "j", "controller": true}],
+                "annotations": {"batch.kubernetes.io/job-completion-index": "3",
+                    "kueue.x-k8s.io/podset-required-topology": "rack"}},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]}
+        }));
+        let f = PodFacts::of(&p).unwrap();
+        assert_eq!(f.group.to_string(), "Job ml/train");
+        assert_eq!(f.completion_index, Some(3));
+        assert_eq!(f.requests["cpu"], 2000);
+        assert!(f.tas_marked);
+        assert_eq!(f.uid, "u3");
+    }
+
+    #[test]
+    fn plain_groups_and_lone_pods() {
+        let g = pod(serde_json::json!({"metadata": {"name": "a", "labels":
+            {"kueue.x-k8s.io/pod-group-name": "grp"}}, "spec": {"containers": []}}));
+        let f = PodFacts::of(&g).unwrap();
+        assert_eq!(f.group.to_string(), "PodGroup default/grp");
+        assert!(!f.tas_marked);
+        assert_eq!(f.uid, "default/a");
+        let lone = pod(serde_json::json!({"metadata": {"name": "b", "namespace": "x"}}));
+        assert_eq!(PodFacts::of(&lone).unwrap().group.to_string(), "Pod x/b");
+    }
+
+    #[test]
+    fn bad_pods_are_named() {
+        let e = PodFacts::of(&pod(serde_json::json!({"metadata": {}}))).unwrap_err();
+        assert!(e.contains("metadata.name"), "{e}");
+        let e = PodFacts::of(&pod(serde_json::json!({"metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "8x"}}}]}})))
+        .unwrap_err();
+        assert!(e.contains("Pod default/p") && e.contains("cpu"), "{e}");
+        let e = PodFacts::of(&pod(
+            serde_json::json!({"metadata": {"name": "p", "annotations":
+            {"batch.kubernetes.io/job-completion-index": "x"}}}),
+        ))
+        .unwrap_err();
+        assert!(e.contains("completion index"), "{e}");
+    }
+}

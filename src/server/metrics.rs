@@ -1,0 +1,214 @@
+//! Prometheus metrics (prometheus-client, prefix `kube_tas`), served as OpenMetrics text on
+//! the admin port.
+//!
+//! * `kube_tas_http_requests_total{route, code}`: requests per matched route and status code;
+//! * `kube_tas_http_request_duration_seconds{route}`: handler latency, buckets 20 µs .. 1.3 s;
+//! * the plan numbers of [`crate::plans::PlanStats`], read from [`Extender::stats`] at scrape
+//!   time (`kube_tas_plans_made_total`, `..._plans_expired_total`, `..._plans_active`,
+//!   `..._seats_held`, `..._pods_bound_total`, `..._groups_not_fit_total`);
+//! * `kube_tas_tls_cert_not_after_seconds`: when the served certificate expires (unix
+//!   seconds), present only while TLS is on.
+//!
+//! Labels are bounded: `route` is the router's matched path (unmatched requests are not
+//! counted), `code` a status code.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::extender::Extender;
+
+/// The content type of [`Metrics::encode`]'s output.
+pub const OPENMETRICS_CONTENT_TYPE: &str =
+    "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Labels of the request counter.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteLabels {
+    /// The matched route, e.g. `/scheduler/filter`.
+    pub route: String,
+    /// The HTTP status code of the answer.
+    pub code: u16,
+}
+
+/// Labels of the latency histogram.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteOnly {
+    /// The matched route.
+    pub route: String,
+}
+
+/// The server's metrics; cheap to clone (everything is shared).
+#[derive(Clone)]
+pub struct Metrics {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    registry: Registry,
+    requests: Family<RouteLabels, Counter>,
+    latency: Family<RouteOnly, Histogram>,
+    cert_not_after: Arc<AtomicI64>,
+}
+
+impl Metrics {
+    /// A registry with the request metrics, the plan numbers of `extender` and the (unset)
+    /// certificate expiry.
+    pub fn new(extender: Extender) -> Self {
+        let mut registry = Registry::with_prefix("kube_tas");
+        let requests = Family::<RouteLabels, Counter>::default();
+        registry.register(
+            "http_requests",
+            "HTTP requests answered, by route and status code",
+            requests.clone(),
+        );
+        let latency = Family::<RouteOnly, Histogram>::new_with_constructor(
+            (|| Histogram::new(exponential_buckets(20e-6, 2.0, 17))) as fn() -> Histogram,
+        );
+        registry.register_with_unit(
+            "http_request_duration",
+            "Time to answer an HTTP request, by route",
+            Unit::Seconds,
+            latency.clone(),
+        );
+        let cert_not_after = Arc::new(AtomicI64::new(0));
+        registry.register_collector(Box::new(LiveValues {
+            extender,
+            cert_not_after: cert_not_after.clone(),
+        }));
+        Self {
+            inner: Arc::new(Inner {
+                registry,
+                requests,
+                latency,
+                cert_not_after,
+            }),
+        }
+    }
+
+    /// Counts one answered request on `route` and its latency.
+    pub fn observe(&self, route: &str, code: u16, elapsed: Duration) {
+        let route = route.to_string();
+        self.inner
+            .latency
+            .get_or_create(&RouteOnly {
+                route: route.clone(),
+            })
+            .observe(elapsed.as_secs_f64());
+        self.inner
+            .requests
+            .get_or_create(&RouteLabels { route, code })
+            .inc();
+    }
+
+    /// Records when the served certificate expires (unix seconds).
+    pub fn set_cert_not_after(&self, unix_seconds: i64) {
+        self.inner
+            .cert_not_after
+            .store(unix_seconds, Ordering::Relaxed);
+    }
+
+    /// Everything, as OpenMetrics text (see [`OPENMETRICS_CONTENT_TYPE`]). Locks the plan
+    /// book briefly to read its numbers.
+    pub fn encode(&self) -> Result<String, std::fmt::Error> {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.inner.registry)?;
+        Ok(text)
+    }
+}
+
+/// axum middleware (mount with `route_layer`, so [`MatchedPath`] is known): counts and times
+/// every request of a matched route.
+pub async fn track(State(metrics): State<Metrics>, request: Request, next: Next) -> Response {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_string());
+    let started = Instant::now();
+    let response = next.run(request).await;
+    if let Some(route) = route {
+        metrics.observe(&route, response.status().as_u16(), started.elapsed());
+    }
+    response
+}
+
+/// Values read at scrape time: the plan book's numbers and the certificate expiry.
+struct LiveValues {
+    extender: Extender,
+    cert_not_after: Arc<AtomicI64>,
+}
+
+impl std::fmt::Debug for LiveValues {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveValues").finish_non_exhaustive()
+    }
+}
+
+impl Collector for LiveValues {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let s = self.extender.stats();
+        let counters = [
+            ("plans_made", "Plans made since start", s.plans_made),
+            (
+                "plans_expired",
+                "Plans dropped because their pods never came",
+                s.plans_expired,
+            ),
+            (
+                "pods_bound",
+                "Pods bound through kube-tas since start",
+                s.pods_bound,
+            ),
+            (
+                "groups_not_fit",
+                "Group placements that did not fit",
+                s.groups_not_fit,
+            ),
+        ];
+        for (name, help, value) in counters {
+            let counter = ConstCounter::new(value);
+            counter.encode(encoder.encode_descriptor(
+                name,
+                help,
+                None,
+                counter.metric_type(),
+            )?)?;
+        }
+        let gauges = [
+            ("plans_active", "Plans alive now", s.plans_active),
+            (
+                "seats_held",
+                "Seats held by plans and not bound yet",
+                s.seats_held,
+            ),
+        ];
+        for (name, help, value) in gauges {
+            let gauge = ConstGauge::new(i64::try_from(value).unwrap_or(i64::MAX));
+            gauge.encode(encoder.encode_descriptor(name, help, None, gauge.metric_type())?)?;
+        }
+        let not_after = self.cert_not_after.load(Ordering::Relaxed);
+        // 0 means "no TLS" (or not loaded yet): report nothing rather than a cert that expired
+        // in 1970 and would page someone.
+        if not_after != 0 {
+            let gauge = ConstGauge::new(not_after);
+            gauge.encode(encoder.encode_descriptor(
+                "tls_cert_not_after",
+                "When the served TLS certificate expires, as unix time",
+                Some(&Unit::Seconds),
+                gauge.metric_type(),
+            )?)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,128 @@
+//! The pods a workload's controller would create, as the webhook leaves them: the pod
+//! template with the flavor's nodeLabels in `nodeSelector` and its tolerations added, owned
+//! by their Job (with completion indices) or labelled with their pod group.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Affinity, Container, NodeAffinity, Pod, PodSpec, ResourceRequirements,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+
+use crate::admission::AdmittedPodSet;
+use crate::cluster::kueue::ResourceFlavor;
+use crate::cluster::{Workload, WorkloadKind};
+use crate::keys;
+use crate::topology::resources::{CPU, PODS};
+
+/// The pods of pod set `index` of `w`, placed on flavor `rf`.
+pub fn pods_of(w: &Workload, index: usize, ps: &AdmittedPodSet, rf: &ResourceFlavor) -> Vec<Pod> {
+    let annotations = w
+        .pod_sets
+        .get(index)
+        .map(|p| p.annotations.clone())
+        .unwrap_or_default();
+    let spec = &ps.spec;
+    let mut node_selector = spec.node_selector.clone();
+    for (k, v) in &rf.spec.node_labels {
+        node_selector.entry(k.clone()).or_insert_with(|| v.clone());
+    }
+    let mut tolerations = spec.tolerations.clone();
+    for t in &rf.spec.tolerations {
+        if !tolerations.contains(t) {
+            tolerations.push(t.clone());
+        }
+    }
+    let requests: BTreeMap<String, Quantity> = spec
+        .requests
+        .iter()
+        .filter(|(k, _)| k.as_str() != PODS)
+        .map(|(k, &v)| {
+            let q = if k == CPU {
+                format!("{v}m")
+            } else {
+                v.to_string()
+            };
+            (k.clone(), Quantity(q))
+        })
+        .collect();
+    let affinity =
+        (spec.required_affinity.is_some() || !spec.preferred_affinity.is_empty()).then(|| {
+            Affinity {
+                node_affinity: Some(NodeAffinity {
+                    required_during_scheduling_ignored_during_execution: spec
+                        .required_affinity
+                        .clone(),
+                    preferred_during_scheduling_ignored_during_execution: (!spec
+                        .preferred_affinity
+                        .is_empty())
+                    .then(|| spec.preferred_affinity.clone()),
+                }),
+                ..Default::default()
+            }
+        });
+    let pod_spec = PodSpec {
+        containers: vec![Container {
+            name: "main".to_string(),
+            resources: Some(ResourceRequirements {
+                requests: Some(requests),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }],
+        node_selector: (!node_selector.is_empty()).then_some(node_selector),
+        tolerations: (!tolerations.is_empty()).then_some(tolerations),
+        affinity,
+        ..Default::default()
+    };
+    let count = usize::try_from(spec.count).unwrap_or(0);
+    (0..count)
+        .map(|i| {
+            let mut annotations = annotations.clone();
+            let mut labels = BTreeMap::new();
+            let mut owner_references = None;
+            let name = match w.kind {
+                WorkloadKind::Job => {
+                    annotations.insert(keys::JOB_COMPLETION_INDEX.to_string(), i.to_string());
+                    owner_references = Some(vec![OwnerReference {
+                        api_version: "batch/v1".to_string(),
+                        kind: "Job".to_string(),
+                        name: w.name.clone(),
+                        uid: format!("job-{}-{}", w.namespace, w.name),
+                        controller: Some(true),
+                        block_owner_deletion: Some(true),
+                    }]);
+                    format!("{}-{i}", w.name)
+                }
+                WorkloadKind::PodGroup => {
+                    labels.insert(keys::POD_GROUP_NAME_LABEL.to_string(), w.name.clone());
+                    annotations.insert(
+                        keys::POD_GROUP_TOTAL_COUNT.to_string(),
+                        spec.count.to_string(),
+                    );
+                    format!("{}-{i}", w.name)
+                }
+                WorkloadKind::Pod => w.name.clone(),
+            };
+            if w.kind != WorkloadKind::Job
+                && let Some(q) = &w.queue_name
+            {
+                labels.insert(keys::QUEUE_NAME_LABEL.to_string(), q.clone());
+            }
+            Pod {
+                metadata: ObjectMeta {
+                    uid: Some(format!("{}/{}/{i}", w.namespace, name)),
+                    namespace: Some(w.namespace.clone()),
+                    name: Some(name),
+                    labels: (!labels.is_empty()).then_some(labels),
+                    annotations: (!annotations.is_empty()).then_some(annotations),
+                    owner_references,
+                    ..Default::default()
+                },
+                spec: Some(pod_spec.clone()),
+                status: None,
+            }
+        })
+        .collect()
+}
