@@ -77,28 +77,10 @@ impl Extender {
             Err(e) => return error_result(&e),
         };
         let names = candidates.names();
-        let verdict = self.filter_names(&args.pod, &names);
-        let mut result = ExtenderFilterResult::default();
-        let mut pass: Vec<usize> = Vec::new();
-        match verdict {
-            FilterVerdict::Invalid(e) => return error_result(&e),
-            FilterVerdict::Only { pass: p, rejected } => {
-                if p.is_empty() {
-                    for name in &names {
-                        record(&mut result, name, &rejected);
-                    }
-                }
-                pass = p;
-            }
-            FilterVerdict::Except { rejected } => {
-                let mut turned_down = vec![false; names.len()];
-                for (i, why) in &rejected {
-                    turned_down[*i] = true;
-                    record(&mut result, names[*i], why);
-                }
-                pass.extend((0..names.len()).filter(|&i| !turned_down[i]));
-            }
-        }
+        let (mut result, pass) = match self.decide_filter(&args.pod, &names) {
+            Ok(decided) => decided,
+            Err(e) => return error_result(&e),
+        };
         match candidates {
             Candidates::Names(_) => {
                 result.node_names = Some(pass.iter().map(|&i| names[i].to_string()).collect());
@@ -113,9 +95,45 @@ impl Extender {
         result
     }
 
-    /// The decision behind `filter`, over plain candidate names (what `simulate` calls).
-    pub fn filter_names(&self, pod: &Pod, candidates: &[&str]) -> FilterVerdict {
-        self.lock().filter(pod, candidates, Instant::now())
+    /// `filter` in node-cache mode over borrowed names: what `simulate` calls in process.
+    pub fn filter_cached(&self, pod: &Pod, names: &[&str]) -> ExtenderFilterResult {
+        match self.decide_filter(pod, names) {
+            Ok((mut result, pass)) => {
+                result.node_names = Some(pass.iter().map(|&i| names[i].to_string()).collect());
+                result
+            }
+            Err(e) => error_result(&e),
+        }
+    }
+
+    /// The failed maps and the passing candidates, or the request's problem.
+    fn decide_filter(
+        &self,
+        pod: &Pod,
+        names: &[&str],
+    ) -> Result<(ExtenderFilterResult, Vec<usize>), String> {
+        let verdict = self.lock().filter(pod, names, Instant::now());
+        let mut result = ExtenderFilterResult::default();
+        let pass = match verdict {
+            FilterVerdict::Invalid(e) => return Err(e),
+            FilterVerdict::Only { pass, rejected } => {
+                if pass.is_empty() {
+                    for name in names {
+                        record(&mut result, name, &rejected);
+                    }
+                }
+                pass
+            }
+            FilterVerdict::Except { rejected } => {
+                let mut turned_down = vec![false; names.len()];
+                for (i, why) in &rejected {
+                    turned_down[*i] = true;
+                    record(&mut result, names[*i], why);
+                }
+                (0..names.len()).filter(|&i| !turned_down[i]).collect()
+            }
+        };
+        Ok((result, pass))
     }
 
     /// `POST /scheduler/prioritize`: a bare array listing only favoured hosts (the seat's

@@ -70,6 +70,40 @@ pub struct FlavorTopology {
     pub tolerations: Vec<Toleration>,
 }
 
+impl FlavorTopology {
+    /// Builds the tree of ResourceFlavor `name` over the cluster's nodes; `None` when the
+    /// flavor or its Topology does not exist.
+    pub fn build(cluster: &Cluster, name: &str) -> Option<Self> {
+        let rf = cluster.resource_flavors.get(name)?;
+        let topology_name = rf.spec.topology_name.clone()?;
+        let topology = cluster.topologies.get(&topology_name)?;
+        let levels: Vec<String> = topology
+            .spec
+            .levels
+            .iter()
+            .map(|l| l.node_label.clone())
+            .collect();
+        let started = Instant::now();
+        let tree = TopologyTree::build(
+            &topology_name,
+            &levels,
+            &rf.spec.node_labels,
+            &cluster.nodes,
+        );
+        tracing::info!(
+            flavor = name,
+            leaves = tree.leaves().len(),
+            build_ms = started.elapsed().as_secs_f64() * 1e3,
+            "topology tree built"
+        );
+        Some(Self {
+            name: name.to_string(),
+            tree,
+            tolerations: rf.spec.tolerations.clone(),
+        })
+    }
+}
+
 /// Why candidates are turned down, shared by many nodes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rejection {
@@ -289,33 +323,7 @@ impl PlanBook {
         if let Some(f) = self.flavors.get(name) {
             return Some(f.clone());
         }
-        let rf = self.cluster.resource_flavors.get(name)?;
-        let topology_name = rf.spec.topology_name.clone()?;
-        let topology = self.cluster.topologies.get(&topology_name)?;
-        let levels: Vec<String> = topology
-            .spec
-            .levels
-            .iter()
-            .map(|l| l.node_label.clone())
-            .collect();
-        let started = Instant::now();
-        let tree = TopologyTree::build(
-            &topology_name,
-            &levels,
-            &rf.spec.node_labels,
-            &self.cluster.nodes,
-        );
-        tracing::info!(
-            flavor = name,
-            leaves = tree.leaves().len(),
-            build_ms = started.elapsed().as_secs_f64() * 1e3,
-            "topology tree built"
-        );
-        let f = Arc::new(FlavorTopology {
-            name: name.to_string(),
-            tree,
-            tolerations: rf.spec.tolerations.clone(),
-        });
+        let f = Arc::new(FlavorTopology::build(&self.cluster, name)?);
         self.flavors.insert(name.to_string(), f.clone());
         Some(f)
     }

@@ -1,1 +1,936 @@
-//! Tests of the plan book.
+//! Tests of the plan book: plans, seats, held capacity, binding, expiry and restarts, with
+//! clocks the tests control (no HTTP, no sleeping).
+//!
+//! Every cluster here is small and written out in full: one block `b1` of `racks` racks, each
+//! with two hosts of 4 cpu (so a rack holds 8 one-cpu pods), labelled `node-group: tas` for the
+//! flavor `tas-flavor`, plus one node `web-1` outside the flavor. Jobs go to the LocalQueue
+//! `tas-user-queue` in `default`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+
+use super::*;
+use crate::cluster::load_paths;
+
+const RACK: &str = "cloud.provider.com/topology-rack";
+const BLOCK: &str = "cloud.provider.com/topology-block";
+const TTL: Duration = Duration::from_secs(30);
+
+// ---------------------------------------------------------------------------------------------
+// Cluster builders
+// ---------------------------------------------------------------------------------------------
+
+/// Topology, flavor, queues and nodes: `racks` racks x 2 hosts x 4 cpu, and `web-1`.
+fn base_yaml(racks: usize) -> String {
+    let mut y = String::from(
+        r#"apiVersion: kueue.x-k8s.io/v1beta2
+kind: Topology
+metadata:
+  name: default
+spec:
+  levels:
+  - nodeLabel: cloud.provider.com/topology-block
+  - nodeLabel: cloud.provider.com/topology-rack
+  - nodeLabel: kubernetes.io/hostname
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata:
+  name: tas-flavor
+spec:
+  topologyName: default
+  nodeLabels:
+    node-group: tas
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata:
+  name: tas-cluster-queue
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, memory]
+    flavors:
+    - name: tas-flavor
+      resources:
+      - name: cpu
+        nominalQuota: '1000'
+      - name: memory
+        nominalQuota: 4000Gi
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata:
+  name: tas-user-queue
+  namespace: default
+spec:
+  clusterQueue: tas-cluster-queue
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: web-1
+  labels:
+    kubernetes.io/hostname: web-1
+    node-group: web
+spec: {}
+status:
+  allocatable: {cpu: '4', memory: 16Gi, pods: '110'}
+  conditions: [{type: Ready, status: 'True'}]
+"#,
+    );
+    for r in 1..=racks {
+        for h in 1..=2 {
+            let name = format!("b1-r{r}-h{h}");
+            y.push_str(&format!(
+                r#"---
+apiVersion: v1
+kind: Node
+metadata:
+  name: {name}
+  labels:
+    cloud.provider.com/topology-block: b1
+    cloud.provider.com/topology-rack: r{r}
+    kubernetes.io/hostname: {name}
+    node-group: tas
+spec: {{}}
+status:
+  allocatable: {{cpu: '4', memory: 16Gi, pods: '110'}}
+  conditions: [{{type: Ready, status: 'True'}}]
+"#
+            ));
+        }
+    }
+    y
+}
+
+/// An Indexed Job of `n` pods of `cpu` cpu each, all in one domain of `level` (required).
+fn job_yaml(name: &str, n: usize, cpu: u32, level: &str) -> String {
+    format!(
+        r#"---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {name}
+  namespace: default
+  uid: job-uid-{name}
+  labels:
+    kueue.x-k8s.io/queue-name: tas-user-queue
+spec:
+  parallelism: {n}
+  completions: {n}
+  completionMode: Indexed
+  template:
+    metadata:
+      annotations:
+        kueue.x-k8s.io/podset-required-topology: {level}
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: worker
+        image: registry.k8s.io/pause:3.10
+        resources:
+          requests:
+            cpu: '{cpu}'
+"#
+    )
+}
+
+/// Pod `index` of Job `job`, already bound to `node` and Running (as the API server holds it).
+fn bound_job_pod_yaml(job: &str, index: usize, cpu: u32, node: &str) -> String {
+    format!(
+        r#"---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {job}-{index}-abcde
+  namespace: default
+  uid: uid-{job}-{index}
+  labels:
+    batch.kubernetes.io/job-name: {job}
+    batch.kubernetes.io/job-completion-index: '{index}'
+  annotations:
+    batch.kubernetes.io/job-completion-index: '{index}'
+    kueue.x-k8s.io/podset-required-topology: {RACK}
+  ownerReferences:
+  - apiVersion: batch/v1
+    kind: Job
+    name: {job}
+    uid: job-uid-{job}
+    controller: true
+    blockOwnerDeletion: true
+spec:
+  nodeName: {node}
+  restartPolicy: Never
+  containers:
+  - name: worker
+    image: registry.k8s.io/pause:3.10
+    resources:
+      requests:
+        cpu: '{cpu}'
+status:
+  phase: Running
+"#
+    )
+}
+
+/// An ordinary Running pod (no group) of `cpu` cpu on `node`.
+fn filler_pod_yaml(name: &str, cpu: u32, node: &str) -> String {
+    format!(
+        r#"---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: default
+spec:
+  nodeName: {node}
+  containers:
+  - name: c
+    image: registry.k8s.io/pause:3.10
+    resources:
+      requests:
+        cpu: '{cpu}'
+status:
+  phase: Running
+"#
+    )
+}
+
+/// Writes `yaml` to a fresh temp dir, loads it, removes the dir.
+fn load(yaml: &str) -> Cluster {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let dir: PathBuf = std::env::temp_dir().join(format!(
+        "kube-tas-plans-tests-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("cluster.yaml"), yaml).unwrap();
+    let cluster = load_paths(&[&dir]);
+    let _ = std::fs::remove_dir_all(&dir);
+    cluster.unwrap_or_else(|e| panic!("test cluster does not load: {e}\n{yaml}"))
+}
+
+/// A book over `racks` racks plus `extra` documents (Jobs, bound pods).
+fn book(racks: usize, extra: &str) -> PlanBook {
+    book_with_ttl(racks, extra, TTL)
+}
+
+fn book_with_ttl(racks: usize, extra: &str, ttl: Duration) -> PlanBook {
+    let yaml = format!("{}{extra}", base_yaml(racks));
+    PlanBook::new(load(&yaml), FeatureGates::default(), ttl)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pods as kube-scheduler sends them
+// ---------------------------------------------------------------------------------------------
+
+/// Pending pod `index` of Indexed Job `job` (`cpu` cpu), uid `uid-<job>-<index>`.
+fn job_pod(job: &str, index: usize, cpu: u32) -> Pod {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {
+            "name": format!("{job}-{index}-xyz12"),
+            "generateName": format!("{job}-{index}-"),
+            "namespace": "default",
+            "uid": format!("uid-{job}-{index}"),
+            "labels": {
+                "batch.kubernetes.io/job-name": job,
+                "job-name": job,
+                "batch.kubernetes.io/controller-uid": format!("job-uid-{job}"),
+                "controller-uid": format!("job-uid-{job}"),
+                "batch.kubernetes.io/job-completion-index": index.to_string(),
+            },
+            "annotations": {
+                "batch.kubernetes.io/job-completion-index": index.to_string(),
+                "kueue.x-k8s.io/podset-required-topology": RACK,
+            },
+            "ownerReferences": [{
+                "apiVersion": "batch/v1", "kind": "Job", "name": job,
+                "uid": format!("job-uid-{job}"), "controller": true, "blockOwnerDeletion": true,
+            }],
+        },
+        "spec": {
+            "containers": [{"name": "worker", "image": "registry.k8s.io/pause:3.10",
+                "resources": {"requests": {"cpu": cpu.to_string()}}}],
+            "nodeSelector": {"node-group": "tas"},
+            "restartPolicy": "Never",
+            "schedulerName": "default-scheduler",
+        },
+        "status": {"phase": "Pending", "qosClass": "Burstable"},
+    }))
+    .unwrap()
+}
+
+/// A pod with no owner and no queue: belongs to no group.
+fn lone_pod(name: &str, cpu: u32) -> Pod {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
+        "spec": {"containers": [{"name": "c", "image": "nginx",
+            "resources": {"requests": {"cpu": cpu.to_string()}}}]},
+        "status": {"phase": "Pending", "qosClass": "Burstable"},
+    }))
+    .unwrap()
+}
+
+fn uid(job: &str, index: usize) -> String {
+    format!("uid-{job}-{index}")
+}
+
+fn pod_name(job: &str, index: usize) -> String {
+    format!("{job}-{index}-xyz12")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading answers
+// ---------------------------------------------------------------------------------------------
+
+/// Every node of the book, in file order: the scheduler's candidate list.
+fn all_nodes(b: &PlanBook) -> Vec<String> {
+    b.cluster().nodes.iter().map(|n| n.name.clone()).collect()
+}
+
+/// The one node a group pod is sent to (its seat), panicking on anything else.
+fn seat_of(b: &mut PlanBook, pod: &Pod, now: Instant) -> String {
+    let names = all_nodes(b);
+    let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
+    match b.filter(pod, &candidates, now) {
+        FilterVerdict::Only { pass, rejected } => {
+            assert_eq!(
+                pass.len(),
+                1,
+                "a hostname-lowest seat is one node; got {pass:?} ({rejected:?})"
+            );
+            names[pass[0]].clone()
+        }
+        other => panic!("expected the seat's node only, got {other:?}"),
+    }
+}
+
+/// The rack label of a node.
+fn rack_of(b: &PlanBook, node: &str) -> String {
+    let n = b.cluster().nodes.iter().find(|n| n.name == node).unwrap();
+    format!("{}/{}", n.labels[BLOCK], n.labels[RACK])
+}
+
+fn cpu_used(b: &PlanBook, node: &str) -> i64 {
+    b.node_usage(node)
+        .and_then(|u| u.get("cpu").copied())
+        .unwrap_or(0)
+}
+
+fn cpu_allocatable(b: &PlanBook, node: &str) -> i64 {
+    b.cluster()
+        .nodes
+        .iter()
+        .find(|n| n.name == node)
+        .unwrap()
+        .allocatable["cpu"]
+}
+
+/// Seats of pods `0..n` of `job`, filtered in index order at `now`.
+fn seats(b: &mut PlanBook, job: &str, n: usize, cpu: u32, now: Instant) -> Vec<String> {
+    (0..n)
+        .map(|i| seat_of(b, &job_pod(job, i, cpu), now))
+        .collect()
+}
+
+fn count_by<'a>(items: impl IntoIterator<Item = &'a String>) -> BTreeMap<String, usize> {
+    let mut m = BTreeMap::new();
+    for i in items {
+        *m.entry(i.clone()).or_insert(0) += 1;
+    }
+    m
+}
+
+/// The candidates a lone pod is turned away from, by name.
+fn lone_rejected(b: &mut PlanBook, pod: &Pod, now: Instant) -> Vec<String> {
+    let names = all_nodes(b);
+    let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
+    match b.filter(pod, &candidates, now) {
+        FilterVerdict::Except { rejected } => {
+            for (_, why) in &rejected {
+                assert!(why.reason.starts_with("node(s) "), "{}", why.reason);
+            }
+            rejected.iter().map(|(i, _)| names[*i].clone()).collect()
+        }
+        other => panic!("a lone pod gets Except, got {other:?}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Plans and seats
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn a_gangs_plan_gives_each_pod_a_seat() {
+    let mut b = book(2, &job_yaml("train", 6, 1, RACK));
+    let t0 = Instant::now();
+    let first = seat_of(&mut b, &job_pod("train", 0, 1), t0);
+    // The whole gang is planned at the first pod: six seats held, one plan.
+    let s = b.stats();
+    assert_eq!((s.plans_made, s.plans_active, s.seats_held), (1, 1, 6));
+    let mut nodes = vec![first];
+    nodes.extend((1..6).map(|i| seat_of(&mut b, &job_pod("train", i, 1), t0)));
+    // Six pods of 1 cpu need two 4-cpu hosts; no host gets more than fits.
+    let per_node = count_by(&nodes);
+    assert!(per_node.len() >= 2, "{per_node:?}");
+    for (node, pods) in &per_node {
+        assert!(node.starts_with("b1-"), "{node} is not in the flavor");
+        assert!(
+            *pods as i64 * 1000 <= cpu_allocatable(&b, node),
+            "{per_node:?}"
+        );
+    }
+    let s = b.stats();
+    assert_eq!((s.plans_made, s.seats_held, s.pods_bound), (1, 6, 0));
+}
+
+#[test]
+fn a_rack_required_gang_sits_in_one_rack() {
+    // Each rack has 2 cpu taken on its first host: 6 free per rack, 12 in the cluster.
+    let extra = format!(
+        "{}{}{}",
+        filler_pod_yaml("f1", 2, "b1-r1-h1"),
+        filler_pod_yaml("f2", 2, "b1-r2-h1"),
+        job_yaml("train", 6, 1, RACK)
+    );
+    let mut b = book(2, &extra);
+    let nodes = seats(&mut b, "train", 6, 1, Instant::now());
+    let racks: Vec<String> = nodes.iter().map(|n| rack_of(&b, n)).collect();
+    assert!(racks.iter().all(|r| *r == racks[0]), "{nodes:?}");
+    // It needs both hosts of that rack, within their free room (2 and 4 cpu).
+    let per_node = count_by(&nodes);
+    assert_eq!(per_node.len(), 2, "{per_node:?}");
+    for (node, pods) in &per_node {
+        let free = cpu_allocatable(&b, node) - cpu_used(&b, node);
+        assert!(
+            *pods as i64 * 1000 <= free,
+            "{node}: {pods} pods, {free}m free"
+        );
+    }
+}
+
+#[test]
+fn the_same_pod_gets_the_same_seat_on_every_call() {
+    let mut b = book(2, &job_yaml("train", 8, 1, RACK));
+    let t0 = Instant::now();
+    let pod = job_pod("train", 3, 1);
+    let first = seat_of(&mut b, &pod, t0);
+    // Other pods come in between; the candidate list arrives in another order.
+    for i in [0, 5, 7] {
+        seat_of(&mut b, &job_pod("train", i, 1), t0 + Duration::from_secs(1));
+    }
+    for k in 0..3 {
+        assert_eq!(
+            seat_of(&mut b, &pod, t0 + Duration::from_secs(2 + k)),
+            first
+        );
+    }
+    let mut reversed = all_nodes(&b);
+    reversed.reverse();
+    let candidates: Vec<&str> = reversed.iter().map(String::as_str).collect();
+    match b.filter(&pod, &candidates, t0 + Duration::from_secs(9)) {
+        FilterVerdict::Only { pass, .. } => {
+            assert_eq!(pass.len(), 1);
+            assert_eq!(reversed[pass[0]], first);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(b.favoured(&pod, &candidates).len(), 1);
+    assert_eq!(reversed[b.favoured(&pod, &candidates)[0]], first);
+    // Repeated calls made no new plan and took no new seat.
+    let s = b.stats();
+    assert_eq!((s.plans_made, s.seats_held), (1, 8));
+}
+
+#[test]
+fn completion_index_i_takes_seat_i() {
+    // 8 pods x 1 cpu fill one rack: seats in topology order are h1 x4, then h2 x4.
+    let mut b = book(2, &job_yaml("train", 8, 1, RACK));
+    let t0 = Instant::now();
+    // Arrive in reverse order: seats follow the index, not the arrival order.
+    let mut by_index = vec![String::new(); 8];
+    for i in (0..8).rev() {
+        by_index[i] = seat_of(&mut b, &job_pod("train", i, 1), t0);
+    }
+    let rack = rack_of(&b, &by_index[0]);
+    assert!(
+        by_index.iter().all(|n| rack_of(&b, n) == rack),
+        "{by_index:?}"
+    );
+    assert!(
+        by_index[..4].iter().all(|n| n.ends_with("-h1")),
+        "{by_index:?}"
+    );
+    assert!(
+        by_index[4..].iter().all(|n| n.ends_with("-h2")),
+        "{by_index:?}"
+    );
+}
+
+#[test]
+fn a_second_gang_cannot_take_the_first_gangs_seats() {
+    // Two racks of 8 cpu; each gang needs a whole rack.
+    let extra = format!(
+        "{}{}{}",
+        job_yaml("gang-a", 4, 2, RACK),
+        job_yaml("gang-b", 4, 2, RACK),
+        job_yaml("gang-c", 4, 2, RACK)
+    );
+    let mut b = book(2, &extra);
+    let t0 = Instant::now();
+    let a = seat_of(&mut b, &job_pod("gang-a", 0, 2), t0);
+    let b0 = seat_of(&mut b, &job_pod("gang-b", 0, 2), t0);
+    assert_ne!(rack_of(&b, &a), rack_of(&b, &b0));
+    let a_all = seats(&mut b, "gang-a", 4, 2, t0);
+    let b_all = seats(&mut b, "gang-b", 4, 2, t0);
+    assert!(
+        a_all.iter().all(|n| !b_all.contains(n)),
+        "{a_all:?} {b_all:?}"
+    );
+    assert_eq!(b.stats().seats_held, 8);
+
+    let names = all_nodes(&b);
+    let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
+    let verdict = b.filter(&job_pod("gang-c", 0, 2), &candidates, t0);
+    let FilterVerdict::Only { pass, rejected } = verdict else {
+        panic!("{verdict:?}")
+    };
+    assert!(pass.is_empty());
+    assert!(
+        rejected.reason.starts_with("node(s) "),
+        "{}",
+        rejected.reason
+    );
+    assert!(
+        rejected.reason.contains("Job default/gang-c"),
+        "{}",
+        rejected.reason
+    );
+    // It would fit on an empty cluster, so freeing capacity could help.
+    assert!(!rejected.unresolvable);
+    let key = GroupKey {
+        kind: WorkloadKind::Job,
+        namespace: "default".into(),
+        name: "gang-c".into(),
+    };
+    assert!(b.group_failure(&key).is_some());
+    // Asking again is answered from memory: same words, no second count.
+    let again = b.filter(&job_pod("gang-c", 1, 2), &candidates, t0);
+    assert_eq!(
+        again,
+        FilterVerdict::Only {
+            pass: vec![],
+            rejected
+        }
+    );
+    let s = b.stats();
+    assert_eq!((s.plans_made, s.groups_not_fit, s.seats_held), (2, 1, 8));
+}
+
+#[test]
+fn a_gang_that_can_never_fit_is_unresolvable() {
+    // 5 pods x 2 cpu = 10 cpu, a rack has 8.
+    let mut b = book(2, &job_yaml("huge", 5, 2, RACK));
+    let names = all_nodes(&b);
+    let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
+    let verdict = b.filter(&job_pod("huge", 0, 2), &candidates, Instant::now());
+    let FilterVerdict::Only { pass, rejected } = verdict else {
+        panic!("{verdict:?}")
+    };
+    assert!(pass.is_empty());
+    assert!(rejected.unresolvable, "{rejected:?}");
+    assert!(rejected.reason.contains("Job default/huge"), "{rejected:?}");
+    assert_eq!(b.stats().seats_held, 0);
+}
+
+#[test]
+fn a_lone_pod_is_kept_off_held_capacity() {
+    let mut b = book(2, &job_yaml("gang-a", 4, 2, RACK));
+    let t0 = Instant::now();
+    let a = seats(&mut b, "gang-a", 1, 2, t0);
+    let rack = rack_of(&b, &a[0]);
+    let held_nodes: Vec<String> = all_nodes(&b)
+        .into_iter()
+        .filter(|n| n.starts_with("b1-") && rack_of(&b, n) == rack)
+        .collect();
+    assert_eq!(held_nodes.len(), 2);
+    // Only one pod of the gang has come, but its whole rack is held.
+    let rejected = lone_rejected(&mut b, &lone_pod("web", 1), t0);
+    assert_eq!(rejected, held_nodes);
+    // The other rack and the node outside the flavor are open to it.
+    assert_eq!(all_nodes(&b).len() - rejected.len(), 3);
+}
+
+#[test]
+fn a_lone_pod_may_use_what_a_partly_held_node_has_left() {
+    // 3 pods x 1 cpu: the plan uses at most 3 cpu of some host, leaving room there.
+    let mut b = book(2, &job_yaml("small", 3, 1, RACK));
+    let t0 = Instant::now();
+    let nodes = seats(&mut b, "small", 3, 1, t0);
+    let held = count_by(&nodes);
+    for cpu in [1u32, 2, 4] {
+        let rejected = lone_rejected(&mut b, &lone_pod(&format!("lone-{cpu}"), cpu), t0);
+        let expected: Vec<String> = all_nodes(&b)
+            .into_iter()
+            .filter(|n| {
+                let held_cpu = held.get(n).copied().unwrap_or(0) as i64 * 1000;
+                held_cpu > 0 && cpu_allocatable(&b, n) - held_cpu < i64::from(cpu) * 1000
+            })
+            .collect();
+        assert_eq!(rejected, expected, "lone pod of {cpu} cpu, seats {held:?}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Binding
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn binding_every_pod_turns_held_capacity_into_usage() {
+    let extra = format!(
+        "{}{}",
+        job_yaml("gang-a", 4, 2, RACK),
+        job_yaml("gang-b", 4, 2, RACK)
+    );
+    let mut b = book(2, &extra);
+    let t0 = Instant::now();
+    let nodes = seats(&mut b, "gang-a", 4, 2, t0);
+    for (i, node) in nodes.iter().enumerate() {
+        b.bind(
+            "default",
+            &pod_name("gang-a", i),
+            &uid("gang-a", i),
+            node,
+            t0,
+        )
+        .unwrap();
+    }
+    let s = b.stats();
+    assert_eq!(
+        (s.pods_bound, s.seats_held, s.plans_active, s.plans_made),
+        (4, 0, 0, 1)
+    );
+    for (node, pods) in count_by(&nodes) {
+        assert_eq!(cpu_used(&b, &node), pods as i64 * 2000, "{node}");
+        assert_eq!(b.node_usage(&node).unwrap()["pods"], pods as i64);
+    }
+    // Nothing is held any more: a lone pod is turned away from nothing (the scheduler's own
+    // resource filter sees the bound pods).
+    assert!(lone_rejected(&mut b, &lone_pod("web", 1), t0).is_empty());
+    // The bound pods are usage now: the next gang takes the other rack.
+    let next = seats(&mut b, "gang-b", 4, 2, t0);
+    assert!(
+        next.iter()
+            .all(|n| rack_of(&b, n) != rack_of(&b, &nodes[0]))
+    );
+    // A bound pod asked about again is sent to its node only.
+    assert_eq!(seat_of(&mut b, &job_pod("gang-a", 2, 2), t0), nodes[2]);
+}
+
+#[test]
+fn binding_outside_the_seat_is_refused_naming_the_seat() {
+    let mut b = book(2, &job_yaml("train", 4, 2, RACK));
+    let t0 = Instant::now();
+    let seat = seat_of(&mut b, &job_pod("train", 0, 2), t0);
+    let other = all_nodes(&b)
+        .into_iter()
+        .find(|n| n.starts_with("b1-") && *n != seat)
+        .unwrap();
+    let e = b
+        .bind(
+            "default",
+            &pod_name("train", 0),
+            &uid("train", 0),
+            &other,
+            t0,
+        )
+        .unwrap_err();
+    assert!(e.0.contains(&seat), "{e}");
+    assert!(e.0.contains(&other), "{e}");
+    let s = b.stats();
+    assert_eq!((s.pods_bound, s.seats_held), (0, 4));
+    assert_eq!(cpu_used(&b, &other), 0);
+    assert_eq!(cpu_used(&b, &seat), 0);
+    // The seat itself is still good.
+    b.bind(
+        "default",
+        &pod_name("train", 0),
+        &uid("train", 0),
+        &seat,
+        t0,
+    )
+    .unwrap();
+    assert_eq!(cpu_used(&b, &seat), 2000);
+    assert_eq!(b.stats().seats_held, 3);
+}
+
+#[test]
+fn binding_a_pod_never_filtered_is_refused() {
+    let mut b = book(2, &job_yaml("train", 4, 2, RACK));
+    let e = b
+        .bind(
+            "default",
+            "stranger",
+            "uid-stranger",
+            "b1-r1-h1",
+            Instant::now(),
+        )
+        .unwrap_err();
+    assert!(e.0.contains("default/stranger"), "{e}");
+    assert!(e.0.contains("filter"), "{e}");
+    assert_eq!(b.stats().pods_bound, 0);
+    assert_eq!(cpu_used(&b, "b1-r1-h1"), 0);
+    assert_eq!(b.cluster().bound_pods.len(), 0);
+}
+
+#[test]
+fn binding_twice_to_the_same_node_counts_once() {
+    let mut b = book(2, &job_yaml("train", 4, 2, RACK));
+    let t0 = Instant::now();
+    let seat = seat_of(&mut b, &job_pod("train", 1, 2), t0);
+    b.bind(
+        "default",
+        &pod_name("train", 1),
+        &uid("train", 1),
+        &seat,
+        t0,
+    )
+    .unwrap();
+    let stats = b.stats();
+    let usage = b.node_usage(&seat).cloned();
+    let bound = b.cluster().bound_pods.len();
+    b.bind(
+        "default",
+        &pod_name("train", 1),
+        &uid("train", 1),
+        &seat,
+        t0,
+    )
+    .unwrap();
+    assert_eq!(b.stats(), stats);
+    assert_eq!(b.node_usage(&seat).cloned(), usage);
+    assert_eq!(b.cluster().bound_pods.len(), bound);
+    assert_eq!(stats.pods_bound, 1);
+    // Moving a bound pod elsewhere is refused.
+    let other = all_nodes(&b)
+        .into_iter()
+        .find(|n| n.starts_with("b1-") && *n != seat)
+        .unwrap();
+    let e = b
+        .bind(
+            "default",
+            &pod_name("train", 1),
+            &uid("train", 1),
+            &other,
+            t0,
+        )
+        .unwrap_err();
+    assert!(e.0.contains(&seat), "{e}");
+    assert_eq!(b.stats(), stats);
+}
+
+#[test]
+fn a_lone_pod_binds_anywhere_it_was_filtered() {
+    let mut b = book(1, "");
+    let t0 = Instant::now();
+    assert!(lone_rejected(&mut b, &lone_pod("web", 1), t0).is_empty());
+    b.bind("default", "web", "uid-web", "web-1", t0).unwrap();
+    assert_eq!(cpu_used(&b, "web-1"), 1000);
+    assert_eq!(b.stats().pods_bound, 1);
+    let e = b
+        .bind("default", "web", "uid-web", "no-such-node", t0)
+        .unwrap_err();
+    assert!(e.0.contains("web-1"), "{e}");
+}
+
+#[test]
+fn binding_to_a_node_kube_tas_does_not_know_is_refused() {
+    let mut b = book(1, "");
+    let t0 = Instant::now();
+    lone_rejected(&mut b, &lone_pod("web", 1), t0);
+    let e = b
+        .bind("default", "web", "uid-web", "no-such-node", t0)
+        .unwrap_err();
+    assert!(e.0.contains("no-such-node"), "{e}");
+    assert_eq!(b.stats().pods_bound, 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Expiry
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn a_plan_whose_pods_never_come_expires_and_gives_its_capacity_back() {
+    // One rack: gang-a's plan holds all of it, so gang-b cannot fit until it expires.
+    let extra = format!(
+        "{}{}",
+        job_yaml("gang-a", 4, 2, RACK),
+        job_yaml("gang-b", 4, 2, RACK)
+    );
+    let mut b = book(1, &extra);
+    let t0 = Instant::now();
+    let a = seat_of(&mut b, &job_pod("gang-a", 0, 2), t0);
+    let names = all_nodes(&b);
+    let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
+    let refused = b.filter(
+        &job_pod("gang-b", 0, 2),
+        &candidates,
+        t0 + Duration::from_secs(1),
+    );
+    assert!(
+        matches!(&refused, FilterVerdict::Only { pass, .. } if pass.is_empty()),
+        "{refused:?}"
+    );
+
+    // Just before the TTL nothing expires.
+    let before = t0 + TTL - Duration::from_secs(1);
+    assert_eq!(
+        lone_rejected(&mut b, &lone_pod("early", 1), before).len(),
+        2
+    );
+    assert_eq!(b.stats().plans_expired, 0);
+
+    // Another pod's filter call after the TTL sweeps the plan away.
+    let after = t0 + TTL + Duration::from_secs(1);
+    assert!(lone_rejected(&mut b, &lone_pod("late", 1), after).is_empty());
+    let s = b.stats();
+    assert_eq!(
+        (s.plans_expired, s.seats_held, s.plans_active),
+        (1, 0, 0),
+        "{s:?}"
+    );
+
+    // The capacity is free again: gang-b (refused before) now gets the rack.
+    let later = after + Duration::from_secs(1);
+    let b_nodes = seats(&mut b, "gang-b", 4, 2, later);
+    assert!(b_nodes.iter().all(|n| rack_of(&b, n) == rack_of(&b, &a)));
+    let s = b.stats();
+    assert_eq!((s.plans_made, s.plans_active, s.seats_held), (2, 1, 4));
+}
+
+#[test]
+fn a_plan_whose_pods_keep_coming_does_not_expire() {
+    let mut b = book(1, &job_yaml("gang-a", 4, 2, RACK));
+    let t0 = Instant::now();
+    let first = seat_of(&mut b, &job_pod("gang-a", 0, 2), t0);
+    let mid = t0 + TTL - Duration::from_secs(5);
+    seat_of(&mut b, &job_pod("gang-a", 1, 2), mid);
+    // TTL after the first call, but not after the last one.
+    let later = t0 + TTL + Duration::from_secs(5);
+    assert_eq!(lone_rejected(&mut b, &lone_pod("web", 1), later).len(), 2);
+    assert_eq!(b.stats().plans_expired, 0);
+    assert_eq!(seat_of(&mut b, &job_pod("gang-a", 2, 2), later), {
+        // index 2 sits on the second host of the rack (seats h1,h1,h2,h2)
+        let other: Vec<String> = all_nodes(&b)
+            .into_iter()
+            .filter(|n| n.starts_with("b1-") && *n != first)
+            .collect();
+        other[0].clone()
+    });
+}
+
+#[test]
+fn a_filtered_pod_can_bind_while_its_plan_is_alive() {
+    // Pod 0 is filtered early; its siblings keep the plan alive; it binds after one TTL
+    // (kube-scheduler may hold a pod in Permit while the rest of a gang arrives).
+    let mut b = book(1, &job_yaml("gang-a", 4, 2, RACK));
+    let t0 = Instant::now();
+    let seat0 = seat_of(&mut b, &job_pod("gang-a", 0, 2), t0);
+    let mid = t0 + TTL - Duration::from_secs(5);
+    for i in 1..4 {
+        seat_of(&mut b, &job_pod("gang-a", i, 2), mid);
+    }
+    let later = t0 + TTL + Duration::from_secs(5);
+    assert_eq!(b.stats().plans_expired, 0);
+    b.bind(
+        "default",
+        &pod_name("gang-a", 0),
+        &uid("gang-a", 0),
+        &seat0,
+        later,
+    )
+    .unwrap();
+    assert_eq!(b.stats().pods_bound, 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Restart safety
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn after_a_restart_the_rest_of_a_gang_joins_its_bound_half() {
+    // Job `resume`: 6 pods x 1 cpu, rack required. Before the restart pods 0-2 were bound in
+    // rack r3 (2 on h1, 1 on h2). Rack r1 is the tightest fit for 3 pods (4 cpu free, a
+    // filler pod uses h1), r2 is empty, r3 has 5 cpu free: a plan that forgot the bound pods
+    // would pick r1.
+    let extra = format!(
+        "{}{}{}{}{}",
+        job_yaml("resume", 6, 1, RACK),
+        bound_job_pod_yaml("resume", 0, 1, "b1-r3-h1"),
+        bound_job_pod_yaml("resume", 1, 1, "b1-r3-h1"),
+        bound_job_pod_yaml("resume", 2, 1, "b1-r3-h2"),
+        filler_pod_yaml("filler", 4, "b1-r1-h1"),
+    );
+    let mut b = book(3, &extra);
+    assert_eq!(cpu_used(&b, "b1-r3-h1"), 2000);
+    let t0 = Instant::now();
+    let rest: Vec<String> = (3..6)
+        .map(|i| seat_of(&mut b, &job_pod("resume", i, 1), t0))
+        .collect();
+    // Only the three missing pods are planned.
+    let s = b.stats();
+    assert_eq!((s.plans_made, s.seats_held), (1, 3), "{s:?}");
+    for n in &rest {
+        assert_eq!(rack_of(&b, n), "b1/r3", "{rest:?}");
+    }
+    // Nothing double-booked: seats plus bound pods fit every host.
+    let per_node = count_by(&rest);
+    for (node, pods) in &per_node {
+        let total = cpu_used(&b, node) + *pods as i64 * 1000;
+        assert!(total <= cpu_allocatable(&b, node), "{node}: {per_node:?}");
+    }
+    for (k, (i, node)) in (3..6).zip(&rest).enumerate() {
+        b.bind(
+            "default",
+            &pod_name("resume", i),
+            &uid("resume", i),
+            node,
+            t0,
+        )
+        .unwrap_or_else(|e| panic!("bind #{k}: {e}"));
+    }
+    for node in ["b1-r3-h1", "b1-r3-h2"] {
+        assert!(cpu_used(&b, node) <= cpu_allocatable(&b, node), "{node}");
+    }
+    assert_eq!(cpu_used(&b, "b1-r3-h1") + cpu_used(&b, "b1-r3-h2"), 6000);
+    let s = b.stats();
+    assert_eq!((s.pods_bound, s.seats_held, s.plans_active), (3, 0, 0));
+}
+
+#[test]
+fn after_a_restart_a_fully_bound_gang_holds_nothing_more() {
+    // All 4 pods bound before the restart: nothing of the gang is planned again, and its
+    // rack's usage is the bound pods' only.
+    let mut extra = job_yaml("done", 4, 2, RACK);
+    for i in 0..4 {
+        extra.push_str(&bound_job_pod_yaml(
+            "done",
+            i,
+            2,
+            &format!("b1-r1-h{}", 1 + i / 2),
+        ));
+    }
+    let mut b = book(2, &extra);
+    assert_eq!(cpu_used(&b, "b1-r1-h1"), 4000);
+    assert_eq!(cpu_used(&b, "b1-r1-h2"), 4000);
+    // A lone pod sees no held capacity anywhere.
+    assert!(lone_rejected(&mut b, &lone_pod("web", 1), Instant::now()).is_empty());
+    assert_eq!(b.stats().seats_held, 0);
+}

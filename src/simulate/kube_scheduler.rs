@@ -104,6 +104,11 @@ impl<'c> SchedulerView<'c> {
         self.nodes
     }
 
+    /// Requests of the pods on node `i`, plus a `pods` count.
+    pub fn usage(&self, i: usize) -> &ResourceList {
+        &self.used[i]
+    }
+
     /// Records a pod on node `i` (the scheduler's "assume").
     pub fn assume(&mut self, i: usize, requests: &ResourceList) {
         let used = &mut self.used[i];

@@ -8,18 +8,23 @@
 //! usage for the next. The what-if answer is therefore the production answer.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Pod;
 use serde::Serialize;
 
 pub mod kube_scheduler;
-mod pods;
+pub mod pods;
 pub mod table;
 
 use crate::admission::{self, AdmittedPodSet};
 use crate::cluster::{Cluster, Workload};
-use crate::extender::{Extender, ExtenderBindingArgs};
-use crate::plans::{FilterVerdict, GroupKey, PlanBook};
+use crate::extender::wire::{MAX_EXTENDER_PRIORITY, MIN_EXTENDER_PRIORITY};
+use crate::extender::{
+    Extender, ExtenderBindingArgs, ExtenderBindingResult, ExtenderFilterResult, HostPriority,
+};
+use crate::plans::{FlavorTopology, PlanBook, PodFacts};
 use crate::topology::FeatureGates;
 use crate::topology::capacity::FreeCapacity;
 use crate::topology::tree::{DomainIdx, TopologyTree};
@@ -106,13 +111,73 @@ pub struct FlavorReport {
 /// Plans never expire during a simulation: every pod of a group comes at once.
 const SIMULATION_PLAN_TTL: Duration = Duration::from_secs(24 * 3600);
 
-/// Runs the simulation over a loaded cluster.
+/// The extender as `simulate` calls it: in process ([`Extender`]), or over HTTP (the tests
+/// that show both answer alike). Calls are in node-cache mode, as the shipped scheduler
+/// configuration makes them.
+pub trait ExtenderCalls {
+    /// `filter` with the candidates' names.
+    fn filter(&mut self, pod: &Pod, names: &[&str]) -> Result<ExtenderFilterResult, String>;
+    /// `prioritize` with the filter's survivors.
+    fn prioritize(&mut self, pod: &Pod, names: &[&str]) -> Result<Vec<HostPriority>, String>;
+    /// `bind`.
+    fn bind(&mut self, args: &ExtenderBindingArgs) -> Result<ExtenderBindingResult, String>;
+    /// The engine's reason the pod's group cannot be placed, when it can say.
+    fn explain(&mut self, pod: &Pod) -> Option<String>;
+    /// A flavor's tree (for reporting domains).
+    fn flavor(&mut self, cluster: &Cluster, name: &str) -> Option<Arc<FlavorTopology>>;
+}
+
+impl ExtenderCalls for Extender {
+    fn filter(&mut self, pod: &Pod, names: &[&str]) -> Result<ExtenderFilterResult, String> {
+        Ok(self.filter_cached(pod, names))
+    }
+
+    fn prioritize(&mut self, pod: &Pod, names: &[&str]) -> Result<Vec<HostPriority>, String> {
+        Ok(self
+            .prioritize_names(pod, names)
+            .into_iter()
+            .map(|(i, score)| HostPriority {
+                host: names[i].to_string(),
+                score,
+            })
+            .collect())
+    }
+
+    fn bind(&mut self, args: &ExtenderBindingArgs) -> Result<ExtenderBindingResult, String> {
+        Ok(Extender::bind(self, args))
+    }
+
+    fn explain(&mut self, pod: &Pod) -> Option<String> {
+        let now = std::time::Instant::now();
+        self.with_book(|b| {
+            let group = PodFacts::of(pod).ok()?.group;
+            b.group_failure(&group)
+                .map(str::to_string)
+                .or_else(|| b.diagnose(pod, now))
+        })
+    }
+
+    fn flavor(&mut self, _cluster: &Cluster, name: &str) -> Option<Arc<FlavorTopology>> {
+        self.with_book(|b| b.flavor(name))
+    }
+}
+
+/// Runs the simulation over a loaded cluster, through an in-process extender.
 pub fn run(cluster: &Cluster, gates: &FeatureGates) -> Report {
-    let extender = Extender::new(PlanBook::new(
+    let mut extender = Extender::new(PlanBook::new(
         cluster.clone(),
         gates.clone(),
         SIMULATION_PLAN_TTL,
     ));
+    run_with(cluster, gates, &mut extender)
+}
+
+/// Runs the simulation, calling `extender` for every pod.
+pub fn run_with(
+    cluster: &Cluster,
+    gates: &FeatureGates,
+    extender: &mut dyn ExtenderCalls,
+) -> Report {
     let mut sim = Simulation {
         cluster,
         gates,
@@ -136,17 +201,17 @@ pub fn run(cluster: &Cluster, gates: &FeatureGates) -> Report {
     report
 }
 
-/// The simulation's state: the extender (with its plan book) and the scheduler's view.
-struct Simulation<'c> {
+/// The simulation's state: the extender and the scheduler's view.
+struct Simulation<'c, 'e> {
     cluster: &'c Cluster,
     gates: &'c FeatureGates,
-    extender: Extender,
+    extender: &'e mut dyn ExtenderCalls,
     view: SchedulerView<'c>,
     /// Per flavor, per leaf: (workload, pods) placed there.
     placed: BTreeMap<String, BTreeMap<DomainIdx, Vec<(String, i64)>>>,
 }
 
-impl Simulation<'_> {
+impl Simulation<'_, '_> {
     fn workload(&mut self, w: &Workload) -> Option<WorkloadReport> {
         let mut report = WorkloadReport {
             kind: w.kind.to_string(),
@@ -211,18 +276,13 @@ impl Simulation<'_> {
         let Some(rf) = self.cluster.resource_flavors.get(&flavor_name) else {
             return Err(format!("ResourceFlavor {flavor_name:?} does not exist"));
         };
-        let Some(flavor) = self.extender.with_book(|b| b.flavor(&flavor_name)) else {
+        let Some(flavor) = self.extender.flavor(self.cluster, &flavor_name) else {
             return Err(format!("ResourceFlavor {flavor_name:?} has no Topology"));
-        };
-        let group = GroupKey {
-            kind: w.kind,
-            namespace: w.namespace.clone(),
-            name: w.name.clone(),
         };
         let label = format!("{}/{}", w.namespace, w.name);
         let mut per_leaf: BTreeMap<DomainIdx, i64> = BTreeMap::new();
         for pod in pods::pods_of(w, index, ps, rf) {
-            let node = self.schedule_pod(&pod, &group)?;
+            let node = self.schedule_pod(&pod)?;
             if let Some(leaf) = flavor.tree.leaf_of_node(&node) {
                 *per_leaf.entry(leaf).or_insert(0) += 1;
             }
@@ -241,91 +301,77 @@ impl Simulation<'_> {
         Ok((flavor.tree.levels.clone(), domains))
     }
 
-    /// One kube-scheduler cycle for one pod: filters, extender filter, prioritize, bind.
-    fn schedule_pod(
-        &mut self,
-        pod: &k8s_openapi::api::core::v1::Pod,
-        group: &GroupKey,
-    ) -> Result<String, String> {
+    /// One kube-scheduler cycle for one pod: its filters, the extender's filter,
+    /// prioritize, bind.
+    fn schedule_pod(&mut self, pod: &Pod) -> Result<String, String> {
         let facts = PodFilterFacts::of(pod)?;
         // When the scheduler's own filters leave nothing, the extender is never called; the
         // gang-level reason (the engine's) still says more than the per-node tally.
         let feasible = match self.view.feasible(&facts) {
             Ok(f) => f,
-            Err(tally) => {
-                let now = std::time::Instant::now();
-                return Err(self
-                    .extender
-                    .with_book(|b| b.diagnose(pod, now))
-                    .unwrap_or(tally));
-            }
+            Err(tally) => return Err(self.extender.explain(pod).unwrap_or(tally)),
         };
         let nodes = self.view.nodes();
         let names: Vec<&str> = feasible.iter().map(|&i| nodes[i].name.as_str()).collect();
-        let pass: Vec<usize> = match self.extender.filter_names(pod, &names) {
-            FilterVerdict::Invalid(e) => return Err(e),
-            FilterVerdict::Only { pass, rejected } => {
-                if pass.is_empty() {
-                    let engine = self
-                        .extender
-                        .with_book(|b| b.group_failure(group).map(str::to_string));
-                    return Err(engine.unwrap_or_else(|| {
-                        kube_scheduler::unavailable(
-                            nodes.len(),
-                            &[(rejected.reason.to_string(), names.len())].into(),
-                        )
-                    }));
-                }
-                pass
+        let result = self.extender.filter(pod, &names)?;
+        if !result.error.is_empty() {
+            return Err(result.error);
+        }
+        let passing: Vec<&str> = result
+            .node_names
+            .iter()
+            .flatten()
+            .filter_map(|n| names.iter().find(|c| **c == n.as_str()).copied())
+            .collect();
+        if passing.is_empty() {
+            if let Some(reason) = self.extender.explain(pod) {
+                return Err(reason);
             }
-            FilterVerdict::Except { rejected } => {
-                let mut out = vec![false; names.len()];
-                let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
-                for (i, why) in &rejected {
-                    out[*i] = true;
-                    *reasons.entry(why.reason.to_string()).or_insert(0) += 1;
-                }
-                let pass: Vec<usize> = (0..names.len()).filter(|&i| !out[i]).collect();
-                if pass.is_empty() {
-                    return Err(kube_scheduler::unavailable(nodes.len(), &reasons));
-                }
-                pass
+            let mut tally: BTreeMap<String, usize> = BTreeMap::new();
+            for reason in result
+                .failed_nodes
+                .values()
+                .chain(result.failed_and_unresolvable_nodes.values())
+            {
+                *tally.entry(reason.clone()).or_insert(0) += 1;
             }
-        };
-        let passing: Vec<&str> = pass.iter().map(|&i| names[i]).collect();
+            return Err(kube_scheduler::unavailable(nodes.len(), &tally));
+        }
         // One feasible node: kube-scheduler takes it without scoring. Otherwise the highest
         // extender score wins; ties go to the first node (the scheduler breaks them at random;
         // a what-if run must be repeatable).
-        let chosen = if passing.len() == 1 {
-            0
+        let node = if passing.len() == 1 {
+            passing[0]
         } else {
-            let scores = self.extender.prioritize_names(pod, &passing);
-            let mut best = 0usize;
-            let mut best_score = i64::MIN;
-            for (i, _) in passing.iter().enumerate() {
-                let s = scores
+            let scores = self.extender.prioritize(pod, &passing)?;
+            let score = |n: &str| {
+                scores
                     .iter()
-                    .find(|(j, _)| *j == i)
-                    .map(|(_, s)| *s)
-                    .unwrap_or(0);
-                if s > best_score {
-                    best = i;
-                    best_score = s;
+                    .find(|h| h.host == n)
+                    .map(|h| h.score.clamp(MIN_EXTENDER_PRIORITY, MAX_EXTENDER_PRIORITY))
+                    .unwrap_or(0)
+            };
+            let mut best = passing[0];
+            for &n in &passing[1..] {
+                if score(n) > score(best) {
+                    best = n;
                 }
             }
             best
-        };
-        let node = passing[chosen].to_string();
+        }
+        .to_string();
         let bound = self.extender.bind(&ExtenderBindingArgs {
             pod_name: pod.metadata.name.clone().unwrap_or_default(),
             pod_namespace: pod.metadata.namespace.clone().unwrap_or_default(),
             pod_uid: pod.metadata.uid.clone().unwrap_or_default(),
             node: node.clone(),
-        });
+        })?;
         if !bound.error.is_empty() {
             return Err(bound.error);
         }
-        self.view.assume(feasible[pass[chosen]], facts.requests());
+        if let Some(&i) = feasible.iter().find(|&&i| nodes[i].name == node) {
+            self.view.assume(i, facts.requests());
+        }
         Ok(node)
     }
 
@@ -334,23 +380,21 @@ impl Simulation<'_> {
         let placed = std::mem::take(&mut self.placed);
         let mut out = Vec::new();
         for (name, leaves) in placed {
-            let report = self.extender.with_book(|b| {
-                let f = b.flavor(&name)?;
-                let free = FreeCapacity::with_pod_usage(
-                    &f.tree,
-                    b.cluster()
-                        .bound_pods
-                        .iter()
-                        .map(|p| (p.node_name.as_str(), &p.requests)),
-                );
-                Some(FlavorReport {
-                    name: name.clone(),
-                    tree: f.tree.clone(),
-                    free,
-                    placed: leaves,
-                })
+            let Some(f) = self.extender.flavor(self.cluster, &name) else {
+                continue;
+            };
+            let mut free = FreeCapacity::empty(&f.tree);
+            for (i, node) in self.view.nodes().iter().enumerate() {
+                if let Some(leaf) = f.tree.leaf_of_node(&node.name) {
+                    free.subtract(&f.tree, leaf, self.view.usage(i));
+                }
+            }
+            out.push(FlavorReport {
+                name,
+                tree: f.tree.clone(),
+                free,
+                placed: leaves,
             });
-            out.extend(report);
         }
         out
     }

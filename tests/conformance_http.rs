@@ -1,0 +1,557 @@
+//! The conformance cases driven over HTTP the way kube-scheduler drives the extender: every
+//! workload of `../shared/conformance/{placement,admission}` (and `podset-groups`,
+//! `node-replacement` when present) must land exactly where in-process `simulate` puts it.
+//!
+//! Per case, a real `kube-tas` main server is started in process on `127.0.0.1:0` (the
+//! [`kube_tas::server::start`] stack, on a multi-thread runtime of its own) over the case's
+//! cluster and gates. [`simulate::run_with`] then schedules every pod through [`HttpExtender`],
+//! which speaks the wire protocol over one keep-alive HTTP/1.1 connection (driven from a
+//! separate current-thread runtime): `POST /scheduler/filter` and `/prioritize` with
+//! `{"Pod": ..., "Nodes": null, "NodeNames": [...]}` (`nodeCacheCapable: true`), and
+//! `/scheduler/bind` with `{"PodName", "PodNamespace", "PodUID", "Node"}`.
+//!
+//! The answer is compared with [`simulate::run`] (the in-process extender) workload by
+//! workload: kind, namespace, name, admitted, warnings, and per pod set its name, count, fits,
+//! flavor, levels and domains. Messages are compared only for denied workloads: admission runs
+//! in process on both paths, while a pod set's failure message may differ (the HTTP client
+//! cannot ask the engine to explain a failure). Every mismatch of every case is collected and
+//! reported at once.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::client::conn::http1::SendRequest;
+use hyper::{Request, StatusCode, header};
+use hyper_util::rt::TokioIo;
+use k8s_openapi::api::core::v1::Pod;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use tokio::net::TcpStream;
+use tokio::runtime::Runtime;
+use tokio::task::JoinHandle;
+
+use kube_tas::cluster::Cluster;
+use kube_tas::extender::{
+    Extender, ExtenderBindingArgs, ExtenderBindingResult, ExtenderFilterResult, HostPriority,
+};
+use kube_tas::plans::{FlavorTopology, PlanBook};
+use kube_tas::server::{ServeConfig, start};
+use kube_tas::simulate::{self, ExtenderCalls};
+use kube_tas::topology::FeatureGates;
+
+/// The conformance folders, relative to the crate root.
+const CONFORMANCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/conformance");
+
+/// Folders that must exist (CI always has them), then folders run when present.
+const REQUIRED_FOLDERS: &[&str] = &["placement", "admission"];
+const OPTIONAL_FOLDERS: &[&str] = &["podset-groups", "node-replacement"];
+
+/// The gates `run.py` passes on with `--feature-gates` (its `SEMANTIC_GATES`); the others in
+/// a case's `feature_gates` are dropped, as the runner drops them.
+const SEMANTIC_GATES: &[&str] = &[
+    "TASBalancedPlacement",
+    "TASProfileMixed",
+    "TASMultiLayerTopology",
+    "TASRespectNodeAffinityPreferred",
+    "TASFailedNodeReplacement",
+    "TASReplaceNodeOnPodTermination",
+    "TASFailedNodeReplacementFailFast",
+    "TASReplaceNodeOnNodeTaints",
+    "SkipReassignmentForPodOwnedWorkloads",
+    "TASReplaceNodeDueToNotReadyOverFixedTime",
+];
+
+/// As long as `simulate`'s own plan TTL: every pod of a gang comes at once.
+const PLAN_TTL: Duration = Duration::from_secs(24 * 3600);
+
+/// At least this many cases must have run for the test to mean anything.
+const MIN_CASES: usize = 40;
+
+// ---------------------------------------------------------------------------------------------
+// The HTTP client
+// ---------------------------------------------------------------------------------------------
+
+/// [`ExtenderCalls`] over real HTTP/1.1 to a running `kube-tas` server, as kube-scheduler's
+/// `HTTPExtender` sends them (node-cache mode).
+struct HttpExtender<'rt> {
+    /// The client's runtime (never the server's).
+    rt: &'rt Runtime,
+    addr: SocketAddr,
+    /// The keep-alive connection and its driver task, opened on first use.
+    conn: Option<(SendRequest<Full<Bytes>>, JoinHandle<()>)>,
+    /// Flavor trees, built from the cluster as the server builds them.
+    flavors: BTreeMap<String, Option<Arc<FlavorTopology>>>,
+    /// Transport or protocol failures (not 200, unreadable body): mismatches in themselves.
+    failures: Vec<String>,
+    /// Requests sent per route.
+    requests: BTreeMap<&'static str, usize>,
+    /// Connections opened (1 when keep-alive held for the whole case).
+    connections: usize,
+}
+
+impl<'rt> HttpExtender<'rt> {
+    fn new(rt: &'rt Runtime, addr: SocketAddr) -> Self {
+        Self {
+            rt,
+            addr,
+            conn: None,
+            flavors: BTreeMap::new(),
+            failures: Vec::new(),
+            requests: BTreeMap::new(),
+            connections: 0,
+        }
+    }
+
+    /// POSTs `body` as JSON to `/scheduler/{route}`; 200 and a `T` body, or why not.
+    fn post<T: DeserializeOwned>(
+        &mut self,
+        route: &'static str,
+        body: &Value,
+    ) -> Result<T, String> {
+        *self.requests.entry(route).or_insert(0) += 1;
+        let result = self.rt.block_on(self.send(route, body));
+        if let Err(e) = &result {
+            self.failures.push(format!("POST /scheduler/{route}: {e}"));
+        }
+        result
+    }
+
+    async fn send<T: DeserializeOwned>(
+        &mut self,
+        route: &'static str,
+        body: &Value,
+    ) -> Result<T, String> {
+        let bytes = serde_json::to_vec(body).map_err(|e| format!("cannot encode: {e}"))?;
+        let addr = self.addr;
+        if self.conn.as_ref().is_none_or(|(s, _)| s.is_closed()) {
+            let stream = TcpStream::connect(addr)
+                .await
+                .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
+            stream
+                .set_nodelay(true)
+                .map_err(|e| format!("TCP_NODELAY: {e}"))?;
+            let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+                .await
+                .map_err(|e| format!("HTTP handshake with {addr}: {e}"))?;
+            let task = tokio::spawn(async move {
+                let _ = connection.await;
+            });
+            self.connections += 1;
+            self.conn = Some((sender, task));
+        }
+        let (sender, _) = self.conn.as_mut().expect("connected above");
+        sender
+            .ready()
+            .await
+            .map_err(|e| format!("connection not ready: {e}"))?;
+        let request = Request::builder()
+            .method("POST")
+            .uri(format!("/scheduler/{route}"))
+            .header(header::HOST, addr.to_string())
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::ACCEPT, "application/json")
+            .body(Full::new(Bytes::from(bytes)))
+            .map_err(|e| format!("cannot build the request: {e}"))?;
+        let response = sender
+            .send_request(request)
+            .await
+            .map_err(|e| format!("no response: {e}"))?;
+        let status = response.status();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| format!("cannot read the body: {e}"))?
+            .to_bytes();
+        if status != StatusCode::OK {
+            return Err(format!("HTTP {status}: {}", String::from_utf8_lossy(&body)));
+        }
+        serde_json::from_slice(&body).map_err(|e| {
+            format!(
+                "cannot parse the answer ({e}): {}",
+                String::from_utf8_lossy(&body)
+            )
+        })
+    }
+
+    /// kube-scheduler's `ExtenderArgs` in node-cache mode.
+    fn args(pod: &Pod, names: &[&str]) -> Value {
+        json!({ "Pod": pod, "Nodes": null, "NodeNames": names })
+    }
+
+    /// Closes the keep-alive connection and waits for its task, so that the server can drain
+    /// at once.
+    fn close(&mut self) {
+        if let Some((sender, task)) = self.conn.take() {
+            drop(sender);
+            let _ = self.rt.block_on(task);
+        }
+    }
+}
+
+impl ExtenderCalls for HttpExtender<'_> {
+    fn filter(&mut self, pod: &Pod, names: &[&str]) -> Result<ExtenderFilterResult, String> {
+        self.post("filter", &Self::args(pod, names))
+    }
+
+    fn prioritize(&mut self, pod: &Pod, names: &[&str]) -> Result<Vec<HostPriority>, String> {
+        self.post("prioritize", &Self::args(pod, names))
+    }
+
+    fn bind(&mut self, args: &ExtenderBindingArgs) -> Result<ExtenderBindingResult, String> {
+        let body = json!({
+            "PodName": args.pod_name,
+            "PodNamespace": args.pod_namespace,
+            "PodUID": args.pod_uid,
+            "Node": args.node,
+        });
+        self.post("bind", &body)
+    }
+
+    fn explain(&mut self, _pod: &Pod) -> Option<String> {
+        None
+    }
+
+    fn flavor(&mut self, cluster: &Cluster, name: &str) -> Option<Arc<FlavorTopology>> {
+        self.flavors
+            .entry(name.to_string())
+            .or_insert_with(|| FlavorTopology::build(cluster, name).map(Arc::new))
+            .clone()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cases
+// ---------------------------------------------------------------------------------------------
+
+/// One case folder.
+struct Case {
+    /// `placement/<name>`.
+    label: String,
+    dir: PathBuf,
+}
+
+/// Every folder holding an `expect.json` under `folder`, sorted by name (as `run.py` lists).
+fn cases_in(folder: &str, required: bool) -> Vec<Case> {
+    let root = Path::new(CONFORMANCE).join(folder);
+    if !root.is_dir() {
+        assert!(
+            !required,
+            "the conformance folder {} is missing: this test needs ../shared/conformance/{folder} \
+             beside the crate (CI always has it); it must not pass without running the cases",
+            root.display()
+        );
+        return Vec::new();
+    }
+    let mut names: Vec<String> = std::fs::read_dir(&root)
+        .unwrap_or_else(|e| panic!("cannot list {}: {e}", root.display()))
+        .map(|entry| entry.expect("directory entry").file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .filter(|n| root.join(n).join("expect.json").is_file())
+        .collect();
+    names.sort();
+    names
+        .into_iter()
+        .map(|name| Case {
+            label: format!("{folder}/{name}"),
+            dir: root.join(name),
+        })
+        .collect()
+}
+
+/// The `--feature-gates` value `run.py` builds from `expect.json`'s `feature_gates`: the
+/// semantic gates only, sorted by name.
+fn gates_spec(expect: &Value) -> String {
+    let Some(gates) = expect.get("feature_gates").and_then(Value::as_object) else {
+        return String::new();
+    };
+    let mut items: Vec<(&String, bool)> = gates
+        .iter()
+        .filter(|(k, _)| SEMANTIC_GATES.contains(&k.as_str()))
+        .map(|(k, v)| (k, v.as_bool().unwrap_or(false)))
+        .collect();
+    items.sort();
+    items
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// What one case contributed.
+#[derive(Default)]
+struct Outcome {
+    mismatches: Vec<String>,
+    placed_pods: i64,
+    requests: BTreeMap<&'static str, usize>,
+    connections: usize,
+}
+
+/// Runs one case both ways and compares.
+fn run_case(case: &Case, server_rt: &Runtime, client_rt: &Runtime) -> Outcome {
+    let mut out = Outcome::default();
+    let expect_path = case.dir.join("expect.json");
+    let expect: Value = match std::fs::read(&expect_path)
+        .map_err(|e| e.to_string())
+        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+    {
+        Ok(v) => v,
+        Err(e) => {
+            out.mismatches
+                .push(format!("cannot read {}: {e}", expect_path.display()));
+            return out;
+        }
+    };
+    let spec = gates_spec(&expect);
+    let gates = match FeatureGates::parse(&spec) {
+        Ok(g) => g,
+        Err(e) => {
+            out.mismatches
+                .push(format!("--feature-gates {spec:?} is refused: {e}"));
+            return out;
+        }
+    };
+    let paths = vec![case.dir.join("cluster.yaml")];
+    let cluster = match kube_tas::cluster::load_paths(&paths) {
+        Ok(c) => c,
+        Err(e) => {
+            out.mismatches.push(format!("cannot load the cluster: {e}"));
+            return out;
+        }
+    };
+
+    let expected = simulate::run(&cluster, &gates).to_json();
+
+    let config = ServeConfig {
+        cluster: paths,
+        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        admin_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        feature_gates: gates.clone(),
+        plan_ttl: PLAN_TTL,
+        ..ServeConfig::default()
+    };
+    let extender = Extender::new(PlanBook::new(cluster.clone(), gates.clone(), PLAN_TTL));
+    let server = match server_rt.block_on(start(&config, extender)) {
+        Ok(s) => s,
+        Err(e) => {
+            out.mismatches
+                .push(format!("the server does not start: {e:#}"));
+            return out;
+        }
+    };
+    let mut client = HttpExtender::new(client_rt, server.main_addr());
+    let actual = simulate::run_with(&cluster, &gates, &mut client).to_json();
+    client.close();
+    if let Err(e) = server_rt.block_on(server.shutdown(Duration::from_secs(1))) {
+        out.mismatches
+            .push(format!("the server does not shut down cleanly: {e:#}"));
+    }
+
+    out.mismatches.extend(client.failures.iter().cloned());
+    out.requests = std::mem::take(&mut client.requests);
+    out.connections = client.connections;
+    out.placed_pods = placed_pods(&actual);
+    compare(&expected, &actual, &mut out.mismatches);
+    out
+}
+
+/// The pods placed in a report (the sum of its domain counts).
+fn placed_pods(report: &Value) -> i64 {
+    workloads(report)
+        .iter()
+        .flat_map(pod_sets)
+        .flat_map(|ps| {
+            field(&ps, "domains")
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .map(|d| d.get("count").and_then(Value::as_i64).unwrap_or(0))
+        .sum()
+}
+
+fn workloads(report: &Value) -> Vec<Value> {
+    report
+        .get("workloads")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn pod_sets(workload: &Value) -> Vec<Value> {
+    workload
+        .get("podSets")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// A field, `null` when absent (the report leaves empty fields out).
+fn field<'v>(v: &'v Value, key: &str) -> &'v Value {
+    v.get(key).unwrap_or(&Value::Null)
+}
+
+fn workload_label(w: &Value) -> String {
+    format!(
+        "{} {}/{}",
+        field(w, "kind").as_str().unwrap_or("?"),
+        field(w, "namespace").as_str().unwrap_or("?"),
+        field(w, "name").as_str().unwrap_or("?")
+    )
+}
+
+/// Appends every difference between the in-process report and the HTTP one.
+fn compare(expected: &Value, actual: &Value, mismatches: &mut Vec<String>) {
+    let (want, got) = (workloads(expected), workloads(actual));
+    if want.len() != got.len() {
+        mismatches.push(format!(
+            "{} workloads in process, {} over HTTP: want [{}], got [{}]",
+            want.len(),
+            got.len(),
+            want.iter()
+                .map(workload_label)
+                .collect::<Vec<_>>()
+                .join(", "),
+            got.iter()
+                .map(workload_label)
+                .collect::<Vec<_>>()
+                .join(", "),
+        ));
+    }
+    for (w, g) in want.iter().zip(&got) {
+        let label = workload_label(w);
+        for key in ["kind", "namespace", "name", "admitted", "warnings"] {
+            if field(w, key) != field(g, key) {
+                mismatches.push(format!(
+                    "{label}: {key}: want {}, got {}",
+                    field(w, key),
+                    field(g, key)
+                ));
+            }
+        }
+        let denied = field(w, "admitted") == &Value::Bool(false);
+        if denied && field(w, "message") != field(g, "message") {
+            mismatches.push(format!(
+                "{label}: denial message: want {}, got {}",
+                field(w, "message"),
+                field(g, "message")
+            ));
+        }
+        let (want_sets, got_sets) = (pod_sets(w), pod_sets(g));
+        if want_sets.len() != got_sets.len() {
+            mismatches.push(format!(
+                "{label}: {} pod sets in process, {} over HTTP",
+                want_sets.len(),
+                got_sets.len()
+            ));
+        }
+        for (ws, gs) in want_sets.iter().zip(&got_sets) {
+            let differences: Vec<String> = ["name", "count", "fits", "flavor", "levels", "domains"]
+                .iter()
+                .filter(|key| field(ws, key) != field(gs, key))
+                .map(|key| format!("{key}: want {}, got {}", field(ws, key), field(gs, key)))
+                .collect();
+            if differences.is_empty() {
+                continue;
+            }
+            let mut line = format!(
+                "{label}: pod set {}: {}",
+                field(ws, "name"),
+                differences.join("; ")
+            );
+            for (path, v) in [("in process", ws), ("over HTTP", gs)] {
+                if let Some(m) = v.get("message") {
+                    let _ = write!(line, " [message {path}: {m}]");
+                }
+            }
+            mismatches.push(line);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The test
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn conformance_cases_place_alike_over_http_and_in_process() {
+    let mut cases = Vec::new();
+    for folder in REQUIRED_FOLDERS {
+        cases.extend(cases_in(folder, true));
+    }
+    for folder in OPTIONAL_FOLDERS {
+        cases.extend(cases_in(folder, false));
+    }
+
+    // The server's runtime has worker threads of its own; the client's runtime runs on this
+    // thread, only inside `block_on` while a request is in flight.
+    let server_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("kube-tas-server")
+        .enable_all()
+        .build()
+        .expect("server runtime");
+    let client_rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("client runtime");
+
+    let mut report = String::new();
+    let mut failed_cases = 0;
+    let mut placed_pods = 0;
+    let mut requests: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let mut reconnected = Vec::new();
+    for case in &cases {
+        let outcome = run_case(case, &server_rt, &client_rt);
+        placed_pods += outcome.placed_pods;
+        for (route, n) in &outcome.requests {
+            *requests.entry(route).or_insert(0) += n;
+        }
+        if outcome.connections > 1 {
+            reconnected.push(format!("{} ({})", case.label, outcome.connections));
+        }
+        if !outcome.mismatches.is_empty() {
+            failed_cases += 1;
+            let _ = writeln!(report, "{}:", case.label);
+            for m in &outcome.mismatches {
+                let _ = writeln!(report, "    {m}");
+            }
+        }
+    }
+
+    assert!(
+        report.is_empty(),
+        "{failed_cases} of {} conformance cases differ over HTTP from in-process simulate:\n{report}",
+        cases.len()
+    );
+    assert!(
+        cases.len() >= MIN_CASES,
+        "only {} conformance cases found under {CONFORMANCE}; expected at least {MIN_CASES}",
+        cases.len()
+    );
+    assert!(
+        placed_pods > 0,
+        "no pod was placed in any of {} cases: the comparison is vacuous",
+        cases.len()
+    );
+    for route in ["filter", "prioritize", "bind"] {
+        assert!(
+            requests.get(route).copied().unwrap_or(0) > 0,
+            "no {route} request went over HTTP ({requests:?})"
+        );
+    }
+    assert!(
+        reconnected.is_empty(),
+        "the keep-alive connection was not kept for the whole case: {reconnected:?}"
+    );
+    eprintln!(
+        "{} cases alike over HTTP; {placed_pods} pods placed; requests: {requests:?}",
+        cases.len()
+    );
+}
