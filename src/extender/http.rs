@@ -28,13 +28,14 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use serde::Deserialize;
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 use tracing::Instrument;
 
 use super::Extender;
 use super::wire::{
-    ExtenderArgs, ExtenderBindingArgs, ExtenderBindingResult, ExtenderFilterResult, go_format_safe,
+    ExtenderArgsRef, ExtenderBindingArgs, ExtenderBindingResult, ExtenderFilterResult,
+    go_format_safe,
 };
 
 /// The longest parse-error message we send back or log; a serde message can quote a whole
@@ -61,10 +62,10 @@ pub fn routes(extender: Extender) -> Router {
 
 #[tracing::instrument(name = "filter", skip_all, fields(pod = tracing::field::Empty))]
 async fn filter(State(extender): State<Extender>, body: Bytes) -> Response {
-    run_blocking("filter", move || match parse::<ExtenderArgs>(&body) {
+    run_blocking("filter", move || match parse::<ExtenderArgsRef>(&body) {
         Ok(args) => {
             record_pod(&args);
-            json_ok(&extender.filter(&args))
+            json_ok(&extender.filter_ref(args))
         }
         Err(message) => {
             warn_bad_request("filter", &message);
@@ -77,14 +78,16 @@ async fn filter(State(extender): State<Extender>, body: Bytes) -> Response {
 
 #[tracing::instrument(name = "prioritize", skip_all, fields(pod = tracing::field::Empty))]
 async fn prioritize(State(extender): State<Extender>, body: Bytes) -> Response {
-    run_blocking("prioritize", move || match parse::<ExtenderArgs>(&body) {
-        Ok(args) => {
-            record_pod(&args);
-            json_ok(&extender.prioritize(&args))
-        }
-        Err(message) => {
-            warn_bad_request("prioritize", &message);
-            plain(StatusCode::BAD_REQUEST, message)
+    run_blocking("prioritize", move || {
+        match parse::<ExtenderArgsRef>(&body) {
+            Ok(args) => {
+                record_pod(&args);
+                json_ok(&extender.prioritize_ref(args))
+            }
+            Err(message) => {
+                warn_bad_request("prioritize", &message);
+                plain(StatusCode::BAD_REQUEST, message)
+            }
         }
     })
     .await
@@ -126,10 +129,20 @@ async fn run_blocking(
 }
 
 /// Parses a request body, or says what is wrong with it (type name, field path, position).
-fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, String> {
+fn parse<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, String> {
     let what = short_type_name::<T>();
     if body.is_empty() {
         return Err(format!("cannot read {what}: the request body is empty"));
+    }
+    // Fast path: plain serde_json. Only a body that fails is parsed again with path tracking
+    // (which costs on every field) to say where the problem is.
+    if let Ok(value) = serde_json::from_slice::<T>(body) {
+        return Ok(value);
+    }
+    // Fast path: plain serde_json. Only a body that fails is parsed again with path tracking
+    // (which costs on every field) to say where the problem is.
+    if let Ok(value) = serde_json::from_slice::<T>(body) {
+        return Ok(value);
     }
     let mut de = serde_json::Deserializer::from_slice(body);
     let value = serde_path_to_error::deserialize::<_, T>(&mut de)
@@ -155,12 +168,15 @@ fn truncate(mut message: String) -> String {
     message
 }
 
+/// The Go type name the scheduler sends (`ExtenderArgs` for our borrowed reading of it too).
 fn short_type_name<T>() -> &'static str {
     let full = std::any::type_name::<T>();
-    full.rsplit("::").next().unwrap_or(full)
+    let full = full.split('<').next().unwrap_or(full);
+    let short = full.rsplit("::").next().unwrap_or(full);
+    short.strip_suffix("Ref").unwrap_or(short)
 }
 
-fn record_pod(args: &ExtenderArgs) {
+fn record_pod(args: &ExtenderArgsRef<'_>) {
     let meta = &args.pod.metadata;
     tracing::Span::current().record(
         "pod",
@@ -221,6 +237,7 @@ fn plain(status: StatusCode, message: String) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::extender::wire::ExtenderArgs;
 
     #[test]
     fn empty_body_is_named() {

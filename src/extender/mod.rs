@@ -22,7 +22,8 @@ pub mod http;
 pub mod wire;
 
 pub use wire::{
-    ExtenderArgs, ExtenderBindingArgs, ExtenderBindingResult, ExtenderFilterResult, HostPriority,
+    ExtenderArgs, ExtenderArgsRef, ExtenderBindingArgs, ExtenderBindingResult,
+    ExtenderFilterResult, HostPriority,
 };
 
 use crate::plans::{FilterVerdict, PlanBook, PlanStats, Rejection};
@@ -32,33 +33,6 @@ use crate::plans::{FilterVerdict, PlanBook, PlanStats, Rejection};
 #[derive(Clone)]
 pub struct Extender {
     book: Arc<Mutex<PlanBook>>,
-}
-
-/// The candidate nodes of a request, in whichever mode it came.
-enum Candidates<'a> {
-    Names(&'a [String]),
-    Nodes(&'a List<Node>),
-}
-
-impl<'a> Candidates<'a> {
-    fn of(args: &'a ExtenderArgs) -> Result<Self, String> {
-        match (&args.node_names, &args.nodes) {
-            (Some(names), _) => Ok(Self::Names(names)),
-            (None, Some(nodes)) => Ok(Self::Nodes(nodes)),
-            (None, None) => Err("ExtenderArgs has neither NodeNames nor Nodes".to_string()),
-        }
-    }
-
-    fn names(&self) -> Vec<&'a str> {
-        match self {
-            Self::Names(n) => n.iter().map(String::as_str).collect(),
-            Self::Nodes(list) => list
-                .items
-                .iter()
-                .map(|n| n.metadata.name.as_deref().unwrap_or(""))
-                .collect(),
-        }
-    }
 }
 
 impl Extender {
@@ -72,27 +46,46 @@ impl Extender {
     /// `POST /scheduler/filter`: the seat's node(s) for a pod of a group, every node with room
     /// nobody holds for a pod outside any group.
     pub fn filter(&self, args: &ExtenderArgs) -> ExtenderFilterResult {
-        let candidates = match Candidates::of(args) {
-            Ok(c) => c,
-            Err(e) => return error_result(&e),
-        };
-        let names = candidates.names();
-        let (mut result, pass) = match self.decide_filter(&args.pod, &names) {
-            Ok(decided) => decided,
-            Err(e) => return error_result(&e),
-        };
-        match candidates {
-            Candidates::Names(_) => {
-                result.node_names = Some(pass.iter().map(|&i| names[i].to_string()).collect());
+        match (&args.node_names, &args.nodes) {
+            (Some(names), _) => {
+                let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                self.filter_cached(&args.pod, &names)
             }
-            Candidates::Nodes(list) => {
+            (None, Some(list)) => self.filter_nodes(&args.pod, list),
+            (None, None) => error_result(NO_CANDIDATES),
+        }
+    }
+
+    /// `filter` over a request read with borrowed names and a reduced pod (the server's path).
+    pub fn filter_ref(&self, args: ExtenderArgsRef<'_>) -> ExtenderFilterResult {
+        let pod = args.pod.into_pod();
+        match (&args.node_names, &args.nodes) {
+            (Some(names), _) => {
+                let names: Vec<&str> = names.iter().map(|n| n.as_ref()).collect();
+                self.filter_cached(&pod, &names)
+            }
+            (None, Some(list)) => self.filter_nodes(&pod, list),
+            (None, None) => error_result(NO_CANDIDATES),
+        }
+    }
+
+    /// `filter` in non-cache mode: the passing node objects are echoed back unchanged.
+    fn filter_nodes(&self, pod: &Pod, list: &List<Node>) -> ExtenderFilterResult {
+        let names: Vec<&str> = list
+            .items
+            .iter()
+            .map(|n| n.metadata.name.as_deref().unwrap_or(""))
+            .collect();
+        match self.decide_filter(pod, &names) {
+            Ok((mut result, pass)) => {
                 result.nodes = Some(List {
                     items: pass.iter().map(|&i| list.items[i].clone()).collect(),
                     metadata: list.metadata.clone(),
                 });
+                result
             }
+            Err(e) => error_result(&e),
         }
-        result
     }
 
     /// `filter` in node-cache mode over borrowed names: what `simulate` calls in process.
@@ -139,11 +132,27 @@ impl Extender {
     /// `POST /scheduler/prioritize`: a bare array listing only favoured hosts (the seat's
     /// node(s)) at the top score; hosts left out score 0.
     pub fn prioritize(&self, args: &ExtenderArgs) -> Vec<HostPriority> {
-        let Ok(candidates) = Candidates::of(args) else {
-            return Vec::new();
+        let names: Vec<&str> = match (&args.node_names, &args.nodes) {
+            (Some(names), _) => names.iter().map(String::as_str).collect(),
+            (None, Some(list)) => node_names(list),
+            (None, None) => return Vec::new(),
         };
-        let names = candidates.names();
-        self.prioritize_names(&args.pod, &names)
+        self.host_priorities(&args.pod, &names)
+    }
+
+    /// `prioritize` over a request read with borrowed names and a reduced pod.
+    pub fn prioritize_ref(&self, args: ExtenderArgsRef<'_>) -> Vec<HostPriority> {
+        let pod = args.pod.into_pod();
+        let names: Vec<&str> = match (&args.node_names, &args.nodes) {
+            (Some(names), _) => names.iter().map(|n| n.as_ref()).collect(),
+            (None, Some(list)) => node_names(list),
+            (None, None) => return Vec::new(),
+        };
+        self.host_priorities(&pod, &names)
+    }
+
+    fn host_priorities(&self, pod: &Pod, names: &[&str]) -> Vec<HostPriority> {
+        self.prioritize_names(pod, names)
             .into_iter()
             .map(|(i, score)| HostPriority {
                 host: names[i].to_string(),
@@ -193,6 +202,16 @@ impl Extender {
         // cannot leave a half-made plan, so a poisoned lock is still safe to use.
         self.book.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// Said when a request carries neither candidate list.
+const NO_CANDIDATES: &str = "ExtenderArgs has neither NodeNames nor Nodes";
+
+fn node_names(list: &List<Node>) -> Vec<&str> {
+    list.items
+        .iter()
+        .map(|n| n.metadata.name.as_deref().unwrap_or(""))
+        .collect()
 }
 
 /// Puts a turned-down node in the map its rejection belongs to.

@@ -5,10 +5,15 @@
 //! write `PodUid`). The scheduler sends `null` for the unused one of `Nodes` / `NodeNames`, and
 //! reads responses case-insensitively; we still answer in the exact Go spelling.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use k8s_openapi::List;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{
+    Container, Node, NodeAffinity, Pod, PodSpec, ResourceRequirements, Toleration,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
 /// The lowest score an extender may give a host.
@@ -28,6 +33,116 @@ pub struct ExtenderArgs {
     /// Candidate node names (`nodeCacheCapable: true`), else `null`.
     #[serde(default)]
     pub node_names: Option<Vec<String>>,
+}
+
+/// `ExtenderArgs` as the server reads it on the hot path: node names borrowed from the body
+/// (no allocation per name) and the pod reduced to what placement reads ([`SchedulingPod`]);
+/// every other field of the pod is skipped unparsed.
+#[derive(Debug, Deserialize)]
+pub struct ExtenderArgsRef<'a> {
+    /// The pod being scheduled.
+    #[serde(rename = "Pod")]
+    pub pod: SchedulingPod,
+    /// Candidate nodes as full objects (`nodeCacheCapable: false`), else `null`.
+    #[serde(rename = "Nodes", default)]
+    pub nodes: Option<List<Node>>,
+    /// Candidate node names (`nodeCacheCapable: true`), else `null`.
+    #[serde(rename = "NodeNames", default, borrow)]
+    pub node_names: Option<Vec<Cow<'a, str>>>,
+}
+
+/// The parts of a Pod that placement reads: metadata, and from the spec the resources of
+/// every container, overhead, pod-level resources, nodeSelector, tolerations and node
+/// affinity. Everything else (volumes, env, probes, status, ...) is skipped.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct SchedulingPod {
+    /// `metadata`.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// The placement-relevant part of `spec`.
+    #[serde(default)]
+    pub spec: Option<SchedulingPodSpec>,
+}
+
+/// See [`SchedulingPod`].
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SchedulingPodSpec {
+    #[serde(default)]
+    containers: Vec<SchedulingContainer>,
+    #[serde(default)]
+    init_containers: Option<Vec<SchedulingContainer>>,
+    #[serde(default)]
+    overhead: Option<BTreeMap<String, Quantity>>,
+    #[serde(default)]
+    resources: Option<ResourceRequirements>,
+    #[serde(default)]
+    node_selector: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    tolerations: Option<Vec<Toleration>>,
+    #[serde(default)]
+    affinity: Option<SchedulingAffinity>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SchedulingContainer {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    resources: Option<ResourceRequirements>,
+    #[serde(default)]
+    restart_policy: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SchedulingAffinity {
+    #[serde(default)]
+    node_affinity: Option<NodeAffinity>,
+}
+
+impl SchedulingContainer {
+    fn into_container(self) -> Container {
+        Container {
+            name: self.name,
+            resources: self.resources,
+            restart_policy: self.restart_policy,
+            ..Default::default()
+        }
+    }
+}
+
+impl SchedulingPod {
+    /// The Pod with only the fields placement reads.
+    pub fn into_pod(self) -> Pod {
+        let spec = self.spec.map(|s| PodSpec {
+            containers: s
+                .containers
+                .into_iter()
+                .map(SchedulingContainer::into_container)
+                .collect(),
+            init_containers: s.init_containers.map(|v| {
+                v.into_iter()
+                    .map(SchedulingContainer::into_container)
+                    .collect()
+            }),
+            overhead: s.overhead,
+            resources: s.resources,
+            node_selector: s.node_selector,
+            tolerations: s.tolerations,
+            affinity: s.affinity.map(|a| k8s_openapi::api::core::v1::Affinity {
+                node_affinity: a.node_affinity,
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        Pod {
+            metadata: self.metadata,
+            spec,
+            status: None,
+        }
+    }
 }
 
 /// The answer to `filter` (`ExtenderFilterResult`).

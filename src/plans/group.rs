@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodSpec};
 
 use crate::cluster::{WorkloadKind, controller_job_of, namespace_or_default, pod_requests};
 use crate::keys;
@@ -61,8 +61,9 @@ impl PodFacts {
             return Err("Pod: metadata.name: Required value".to_string());
         }
         let label = format!("Pod {namespace}/{name}");
-        let spec = pod.spec.clone().unwrap_or_default();
-        let requests = pod_requests(&spec, "spec").map_err(|e| format!("{label}: {e}"))?;
+        let no_spec = PodSpec::default();
+        let spec = pod.spec.as_ref().unwrap_or(&no_spec);
+        let requests = pod_requests(spec, "spec").map_err(|e| format!("{label}: {e}"))?;
         let uid = meta
             .uid
             .clone()

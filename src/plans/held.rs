@@ -20,19 +20,35 @@ pub enum HeldAt {
     Leaf(String, DomainIdx),
 }
 
-/// Held capacity, summed per place.
+/// Held capacity, summed per place. Looked up by borrowed names on the hot path (a lone pod's
+/// filter asks once per candidate node), so nodes and flavors are keyed by `String` directly.
 #[derive(Debug, Clone, Default)]
 pub struct HeldCapacity {
-    by_place: HashMap<HeldAt, ResourceList>,
+    by_node: HashMap<String, ResourceList>,
+    by_leaf: HashMap<String, HashMap<DomainIdx, ResourceList>>,
     seats: u64,
 }
 
 impl HeldCapacity {
+    fn entry(&mut self, place: &HeldAt) -> &mut ResourceList {
+        match place {
+            HeldAt::Node(n) => self.by_node.entry(n.clone()).or_default(),
+            HeldAt::Leaf(f, leaf) => self
+                .by_leaf
+                .entry(f.clone())
+                .or_default()
+                .entry(*leaf)
+                .or_default(),
+        }
+    }
+
     /// Holds one pod of `requests` at `place`.
     pub fn hold(&mut self, place: HeldAt, requests: &ResourceList) {
-        let entry = self.by_place.entry(place).or_default();
+        let entry = self.entry(&place);
         for (name, value) in requests {
-            *entry.entry(name.clone()).or_insert(0) += value;
+            if name != PODS {
+                *entry.entry(name.clone()).or_insert(0) += value;
+            }
         }
         *entry.entry(PODS.to_string()).or_insert(0) += 1;
         self.seats += 1;
@@ -40,36 +56,87 @@ impl HeldCapacity {
 
     /// Gives back one pod of `requests` held at `place`.
     pub fn release(&mut self, place: &HeldAt, requests: &ResourceList) {
-        let Some(entry) = self.by_place.get_mut(place) else {
-            return;
-        };
-        for (name, value) in requests {
-            if let Some(v) = entry.get_mut(name) {
-                *v -= value;
+        let emptied = {
+            let entry = match place {
+                HeldAt::Node(n) => self.by_node.get_mut(n),
+                HeldAt::Leaf(f, leaf) => self.by_leaf.get_mut(f).and_then(|m| m.get_mut(leaf)),
+            };
+            let Some(entry) = entry else {
+                return;
+            };
+            for (name, value) in requests {
+                if name != PODS
+                    && let Some(v) = entry.get_mut(name)
+                {
+                    *v -= value;
+                }
             }
-        }
-        if let Some(v) = entry.get_mut(PODS) {
-            *v -= 1;
-            if *v <= 0 {
-                self.by_place.remove(place);
+            let pods = entry.entry(PODS.to_string()).or_insert(0);
+            *pods -= 1;
+            *pods <= 0
+        };
+        if emptied {
+            match place {
+                HeldAt::Node(n) => {
+                    self.by_node.remove(n);
+                }
+                HeldAt::Leaf(f, leaf) => {
+                    if let Some(m) = self.by_leaf.get_mut(f) {
+                        m.remove(leaf);
+                        if m.is_empty() {
+                            self.by_leaf.remove(f);
+                        }
+                    }
+                }
             }
         }
         self.seats = self.seats.saturating_sub(1);
     }
 
-    /// What is held at `place`.
-    pub fn at(&self, place: &HeldAt) -> Option<&ResourceList> {
-        self.by_place.get(place)
+    /// What is held on a node.
+    pub fn at_node(&self, node: &str) -> Option<&ResourceList> {
+        self.by_node.get(node)
+    }
+
+    /// What is held on a lowest-level domain of a flavor's tree.
+    pub fn at_leaf(&self, flavor: &str, leaf: DomainIdx) -> Option<&ResourceList> {
+        self.by_leaf.get(flavor).and_then(|m| m.get(&leaf))
     }
 
     /// Every place with something held.
-    pub fn iter(&self) -> impl Iterator<Item = (&HeldAt, &ResourceList)> {
-        self.by_place.iter()
+    pub fn iter(&self) -> impl Iterator<Item = (HeldAt, &ResourceList)> {
+        let nodes = self
+            .by_node
+            .iter()
+            .map(|(n, r)| (HeldAt::Node(n.clone()), r));
+        let leaves = self.by_leaf.iter().flat_map(|(f, m)| {
+            m.iter()
+                .map(move |(leaf, r)| (HeldAt::Leaf(f.clone(), *leaf), r))
+        });
+        nodes.chain(leaves)
+    }
+
+    /// Nodes with something held on them.
+    pub fn nodes(&self) -> impl Iterator<Item = (&str, &ResourceList)> {
+        self.by_node.iter().map(|(n, r)| (n.as_str(), r))
+    }
+
+    /// Lowest-level domains of `flavor` with something held on them.
+    pub fn leaves_of(&self, flavor: &str) -> impl Iterator<Item = (DomainIdx, &ResourceList)> {
+        self.by_leaf
+            .get(flavor)
+            .into_iter()
+            .flat_map(|m| m.iter().map(|(l, r)| (*l, r)))
+    }
+
+    /// Some lowest-level domain (of a tree whose leaves are not nodes) holds something.
+    pub fn has_leaves(&self) -> bool {
+        !self.by_leaf.is_empty()
     }
 
     /// Nothing is held anywhere.
     pub fn is_empty(&self) -> bool {
-        self.by_place.is_empty()
+        self.by_node.is_empty() && self.by_leaf.is_empty()
     }
 
     /// Seats held.
@@ -89,8 +156,8 @@ mod tests {
         let n = HeldAt::Node("n1".into());
         h.hold(n.clone(), &r);
         h.hold(n.clone(), &r);
-        assert_eq!(h.at(&n).unwrap()["cpu"], 2000);
-        assert_eq!(h.at(&n).unwrap()[PODS], 2);
+        assert_eq!(h.at_node("n1").unwrap()["cpu"], 2000);
+        assert_eq!(h.at_node("n1").unwrap()[PODS], 2);
         assert_eq!(h.seats(), 2);
         h.release(&n, &r);
         h.release(&n, &r);

@@ -500,10 +500,11 @@ impl PlanBook {
     /// Decides how a pod without a plan is placed: as its Job's, pod group's or own
     /// workload, through the same admission the webhook runs.
     fn route(&self, pod: &Pod, facts: &PodFacts) -> Result<Route, String> {
-        let workload: Workload = if facts.group.kind == WorkloadKind::Job {
+        let owned;
+        let workload: &Workload = if facts.group.kind == WorkloadKind::Job {
             let key = (facts.group.namespace.clone(), facts.group.name.clone());
             match self.cluster.jobs.get(&key) {
-                Some(w) => w.clone(),
+                Some(w) => w,
                 None if !facts.tas_marked => return Ok(Route::Lone),
                 None => {
                     return Err(format!(
@@ -513,11 +514,15 @@ impl PlanBook {
                     ));
                 }
             }
+        } else if !facts.tas_marked {
+            // No queue and no podset annotation: admission would say "not TAS" anyway.
+            return Ok(Route::Lone);
         } else {
-            workload_of_pod(pod)
-                .map_err(|e| format!("Pod {}/{}: {e}", facts.namespace, facts.name))?
+            owned = workload_of_pod(pod)
+                .map_err(|e| format!("Pod {}/{}: {e}", facts.namespace, facts.name))?;
+            &owned
         };
-        let admitted = match admission::admit(&workload, &self.cluster, &self.gates) {
+        let admitted = match admission::admit(workload, &self.cluster, &self.gates) {
             Ok(Some(a)) => a,
             Ok(None) => return Ok(Route::Lone),
             Err(d) => return Ok(Route::Denied(d)),
@@ -546,16 +551,13 @@ impl PlanBook {
                 free.subtract(tree, leaf, usage);
             }
         }
-        for (place, held) in self.held.iter() {
-            match place {
-                HeldAt::Node(n) => {
-                    if let Some(leaf) = tree.leaf_of_node(n) {
-                        free.subtract(tree, leaf, held);
-                    }
-                }
-                HeldAt::Leaf(flavor, leaf) if *flavor == f.name => free.subtract(tree, *leaf, held),
-                HeldAt::Leaf(..) => {}
+        for (node, held) in self.held.nodes() {
+            if let Some(leaf) = tree.leaf_of_node(node) {
+                free.subtract(tree, leaf, held);
             }
+        }
+        for (leaf, held) in self.held.leaves_of(&f.name) {
+            free.subtract(tree, leaf, held);
         }
         free
     }
@@ -831,7 +833,11 @@ impl PlanBook {
         };
         let mut need = facts.requests.clone();
         *need.entry(PODS.to_string()).or_insert(0) += 1;
+        let leaf_holds = self.held.has_leaves();
         for (i, name) in candidates.iter().enumerate() {
+            if !leaf_holds && self.held.at_node(name).is_none() {
+                continue;
+            }
             let Some(&n) = self.node_index.get(*name) else {
                 continue;
             };
@@ -845,7 +851,7 @@ impl PlanBook {
     /// Whether node `n` has room for `need` once held seats are counted.
     fn room_for(&self, n: usize, need: &ResourceList) -> bool {
         let node = &self.cluster.nodes[n];
-        if let Some(held) = self.held.at(&HeldAt::Node(node.name.clone()))
+        if let Some(held) = self.held.at_node(&node.name)
             && !fits(&node.allocatable, &[&self.used[n], held], need)
         {
             return false;
@@ -854,7 +860,7 @@ impl PlanBook {
             let Some(leaf) = f.tree.leaf_of_node(&node.name) else {
                 continue;
             };
-            let Some(held) = self.held.at(&HeldAt::Leaf(f.name.clone(), leaf)) else {
+            let Some(held) = self.held.at_leaf(&f.name, leaf) else {
                 continue;
             };
             let d = &f.tree.domains[leaf];
@@ -909,8 +915,16 @@ impl PlanBook {
             self.generation += 1;
             tracing::info!(group = %key, "plan expired: its pods did not come");
         }
-        self.pods
-            .retain(|_, p| p.bound_to.is_some() || now.saturating_duration_since(p.seen) < ttl);
+        // A pod waiting with a seat in a live plan (kube-scheduler may hold it in Permit while
+        // the rest of its gang arrives) must still be able to bind.
+        let plans = &self.plans;
+        self.pods.retain(|uid, p| {
+            p.bound_to.is_some()
+                || now.saturating_duration_since(p.seen) < ttl
+                || plans
+                    .get(&p.group)
+                    .is_some_and(|plan| plan.by_uid.contains_key(uid))
+        });
         if self.failures.len() > 10_000 {
             self.failures.clear();
         }

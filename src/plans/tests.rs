@@ -826,14 +826,10 @@ fn a_plan_whose_pods_keep_coming_does_not_expire() {
     let later = t0 + TTL + Duration::from_secs(5);
     assert_eq!(lone_rejected(&mut b, &lone_pod("web", 1), later).len(), 2);
     assert_eq!(b.stats().plans_expired, 0);
-    assert_eq!(seat_of(&mut b, &job_pod("gang-a", 2, 2), later), {
-        // index 2 sits on the second host of the rack (seats h1,h1,h2,h2)
-        let other: Vec<String> = all_nodes(&b)
-            .into_iter()
-            .filter(|n| n.starts_with("b1-") && *n != first)
-            .collect();
-        other[0].clone()
-    });
+    // The plan is the same one: index 2 takes the rack's other host (seats h1, h1, h2, h2).
+    assert!(first.ends_with("-h1"), "{first}");
+    assert_eq!(seat_of(&mut b, &job_pod("gang-a", 2, 2), later), "b1-r1-h2");
+    assert_eq!(b.stats().plans_made, 1);
 }
 
 #[test]
@@ -848,16 +844,22 @@ fn a_filtered_pod_can_bind_while_its_plan_is_alive() {
         seat_of(&mut b, &job_pod("gang-a", i, 2), mid);
     }
     let later = t0 + TTL + Duration::from_secs(5);
-    assert_eq!(b.stats().plans_expired, 0);
-    b.bind(
+    let bound = b.bind(
         "default",
         &pod_name("gang-a", 0),
         &uid("gang-a", 0),
         &seat0,
         later,
-    )
-    .unwrap();
-    assert_eq!(b.stats().pods_bound, 1);
+    );
+    // The plan is alive (touched TTL - 5s ago) and pod 0 still holds its seat in it.
+    let s = b.stats();
+    assert_eq!((s.plans_expired, s.plans_active), (0, 1), "{s:?}");
+    assert!(
+        bound.is_ok(),
+        "pod 0 holds seat {seat0} in a live plan, yet its bind is refused: {bound:?}"
+    );
+    assert_eq!((s.pods_bound, s.seats_held), (1, 3), "{s:?}");
+    assert_eq!(cpu_used(&b, &seat0), 2000);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -915,22 +917,128 @@ fn after_a_restart_the_rest_of_a_gang_joins_its_bound_half() {
 }
 
 #[test]
-fn after_a_restart_a_fully_bound_gang_holds_nothing_more() {
-    // All 4 pods bound before the restart: nothing of the gang is planned again, and its
-    // rack's usage is the bound pods' only.
-    let mut extra = job_yaml("done", 4, 2, RACK);
-    for i in 0..4 {
-        extra.push_str(&bound_job_pod_yaml(
-            "done",
-            i,
-            2,
-            &format!("b1-r1-h{}", 1 + i / 2),
-        ));
-    }
+fn after_a_restart_the_rest_never_lands_on_capacity_the_bound_pods_use() {
+    // Job `pair`: 4 pods x 2 cpu, a whole rack. Pods 0 and 1 were bound on b1-r2-h1 (now
+    // full); the other two fit only on b1-r2-h2.
+    let extra = format!(
+        "{}{}{}",
+        job_yaml("pair", 4, 2, RACK),
+        bound_job_pod_yaml("pair", 0, 2, "b1-r2-h1"),
+        bound_job_pod_yaml("pair", 1, 2, "b1-r2-h1"),
+    );
     let mut b = book(2, &extra);
-    assert_eq!(cpu_used(&b, "b1-r1-h1"), 4000);
-    assert_eq!(cpu_used(&b, "b1-r1-h2"), 4000);
-    // A lone pod sees no held capacity anywhere.
-    assert!(lone_rejected(&mut b, &lone_pod("web", 1), Instant::now()).is_empty());
-    assert_eq!(b.stats().seats_held, 0);
+    assert_eq!(cpu_used(&b, "b1-r2-h1"), 4000);
+    let t0 = Instant::now();
+    for i in 2..4 {
+        let seat = seat_of(&mut b, &job_pod("pair", i, 2), t0);
+        assert_eq!(seat, "b1-r2-h2", "pod {i}");
+        b.bind("default", &pod_name("pair", i), &uid("pair", i), &seat, t0)
+            .unwrap();
+    }
+    assert_eq!(cpu_used(&b, "b1-r2-h1"), 4000);
+    assert_eq!(cpu_used(&b, "b1-r2-h2"), 4000);
+    let s = b.stats();
+    assert_eq!((s.plans_made, s.pods_bound, s.seats_held), (1, 2, 0));
+    // Rack r1 was never touched.
+    assert_eq!(cpu_used(&b, "b1-r1-h1") + cpu_used(&b, "b1-r1-h2"), 0);
+}
+
+#[test]
+fn a_partly_bound_plan_that_expires_is_replanned_beside_its_bound_pods() {
+    // Pods 0 and 1 of `train` bind, 2 and 3 stall past the TTL: the open seats go back. Then
+    // ordinary pods fill the other rack down to exactly 2 free cpu (the tightest fit for the
+    // two missing pods), yet when pod 2 finally comes the rest is planned again inside the
+    // rack of pods 0 and 1.
+    let mut b = book(2, &job_yaml("train", 4, 1, RACK));
+    let t0 = Instant::now();
+    let first: Vec<String> = (0..2)
+        .map(|i| seat_of(&mut b, &job_pod("train", i, 1), t0))
+        .collect();
+    let home = rack_of(&b, &first[0]);
+    for (i, node) in first.iter().enumerate() {
+        b.bind("default", &pod_name("train", i), &uid("train", i), node, t0)
+            .unwrap();
+    }
+    assert_eq!(b.stats().seats_held, 2);
+
+    // A lone pod's call after the TTL sweeps the plan; lone pods then fill the other rack.
+    let after = t0 + TTL + Duration::from_secs(1);
+    let others: Vec<String> = all_nodes(&b)
+        .into_iter()
+        .filter(|n| n.starts_with("b1-") && rack_of(&b, n) != home)
+        .collect();
+    for (node, cpu) in others.iter().zip([4u32, 2]) {
+        let name = format!("lone-{node}");
+        assert!(lone_rejected(&mut b, &lone_pod(&name, cpu), after).is_empty());
+        b.bind("default", &name, &format!("uid-{name}"), node, after)
+            .unwrap();
+    }
+    let s = b.stats();
+    assert_eq!(
+        (s.plans_expired, s.seats_held, s.pods_bound),
+        (1, 0, 4),
+        "{s:?}"
+    );
+
+    let later = after + Duration::from_secs(1);
+    let rest: Vec<String> = (2..4)
+        .map(|i| seat_of(&mut b, &job_pod("train", i, 1), later))
+        .collect();
+    assert!(
+        rest.iter().all(|n| rack_of(&b, n) == home),
+        "{first:?} then {rest:?}"
+    );
+    let s = b.stats();
+    assert_eq!((s.plans_made, s.seats_held), (2, 2), "{s:?}");
+}
+
+#[test]
+fn without_a_hostname_level_a_seat_is_a_rack() {
+    // Topology block > rack: a seat is a rack; the pod may go to any of its hosts, and the
+    // rack's capacity is what is held.
+    let yaml = base_yaml(2).replace("  - nodeLabel: kubernetes.io/hostname\n", "")
+        + &job_yaml("train", 4, 2, RACK);
+    let mut b = PlanBook::new(load(&yaml), FeatureGates::default(), TTL);
+    let t0 = Instant::now();
+    let names = all_nodes(&b);
+    let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
+    let verdict = b.filter(&job_pod("train", 0, 2), &candidates, t0);
+    let FilterVerdict::Only { pass, rejected } = verdict else {
+        panic!("{verdict:?}")
+    };
+    let passed: Vec<&str> = pass.iter().map(|&i| candidates[i]).collect();
+    assert_eq!(passed.len(), 2, "{passed:?} {rejected:?}");
+    assert_eq!(rack_of(&b, passed[0]), rack_of(&b, passed[1]));
+    assert!(rejected.reason.contains("rack"), "{rejected:?}");
+    // The whole rack is held: a lone pod is kept off both its hosts.
+    let mut held: Vec<String> = passed.iter().map(|s| s.to_string()).collect();
+    held.sort();
+    let mut off = lone_rejected(&mut b, &lone_pod("web", 1), t0);
+    off.sort();
+    assert_eq!(off, held);
+    // Binding on either host of the seat's rack is fine; elsewhere is not.
+    let outside = names
+        .iter()
+        .find(|n| n.starts_with("b1-") && !held.contains(n))
+        .unwrap();
+    let e = b
+        .bind(
+            "default",
+            &pod_name("train", 0),
+            &uid("train", 0),
+            outside,
+            t0,
+        )
+        .unwrap_err();
+    assert!(e.0.contains(passed[0]) && e.0.contains(passed[1]), "{e}");
+    b.bind(
+        "default",
+        &pod_name("train", 0),
+        &uid("train", 0),
+        passed[1],
+        t0,
+    )
+    .unwrap();
+    assert_eq!(cpu_used(&b, passed[1]), 2000);
+    assert_eq!(b.stats().seats_held, 3);
 }
