@@ -103,19 +103,6 @@ impl HeldCapacity {
         self.by_leaf.get(flavor).and_then(|m| m.get(&leaf))
     }
 
-    /// Every place with something held.
-    pub fn iter(&self) -> impl Iterator<Item = (HeldAt, &ResourceList)> {
-        let nodes = self
-            .by_node
-            .iter()
-            .map(|(n, r)| (HeldAt::Node(n.clone()), r));
-        let leaves = self.by_leaf.iter().flat_map(|(f, m)| {
-            m.iter()
-                .map(move |(leaf, r)| (HeldAt::Leaf(f.clone(), *leaf), r))
-        });
-        nodes.chain(leaves)
-    }
-
     /// Nodes with something held on them.
     pub fn nodes(&self) -> impl Iterator<Item = (&str, &ResourceList)> {
         self.by_node.iter().map(|(n, r)| (n.as_str(), r))
