@@ -42,6 +42,9 @@ pub struct SchedulerView<'c> {
     used: Vec<ResourceList>,
     /// The constraints last checked, and per node why they turn it down (`None`: passes).
     constraint_verdicts: Option<(Constraints, Vec<Option<String>>)>,
+    /// The requests last checked, and per node why `NodeResourcesFit` turns them down; kept
+    /// current node by node as pods are assumed.
+    resource_verdicts: Option<(ResourceList, Vec<Option<String>>)>,
 }
 
 /// The part of a pod the node-only filters read.
@@ -106,6 +109,7 @@ impl<'c> SchedulerView<'c> {
             nodes,
             used: vec![ResourceList::new(); nodes.len()],
             constraint_verdicts: None,
+            resource_verdicts: None,
         };
         for (node, requests) in bound {
             if let Some(&i) = index.get(node) {
@@ -134,12 +138,18 @@ impl<'c> SchedulerView<'c> {
             }
         }
         *used.entry(PODS.to_string()).or_insert(0) += 1;
+        if let Some((requests, _)) = &self.resource_verdicts {
+            let verdict = self.resource_reason(i, requests);
+            if let Some((_, verdicts)) = &mut self.resource_verdicts {
+                verdicts[i] = verdict;
+            }
+        }
     }
 
     /// Why node `i` rejects the pod, or `None` when it passes every filter.
     pub fn reject_reason(&self, i: usize, pod: &PodFilterFacts) -> Option<String> {
         self.constraint_reason(i, pod)
-            .or_else(|| self.resource_reason(i, pod))
+            .or_else(|| self.resource_reason(i, &pod.requests))
     }
 
     /// The node-only filters: unschedulable, not ready, taints, nodeSelector and affinity.
@@ -170,7 +180,7 @@ impl<'c> SchedulerView<'c> {
     }
 
     /// `NodeResourcesFit`: pod slots and every requested resource.
-    fn resource_reason(&self, i: usize, pod: &PodFilterFacts) -> Option<String> {
+    fn resource_reason(&self, i: usize, requests: &ResourceList) -> Option<String> {
         let node = &self.nodes[i];
         let used = &self.used[i];
         let used_of = |k: &str| used.get(k).copied().unwrap_or(0);
@@ -178,7 +188,7 @@ impl<'c> SchedulerView<'c> {
         if used_of(PODS) + 1 > alloc_of(PODS) {
             return Some("Too many pods".to_string());
         }
-        for (k, &v) in &pod.requests {
+        for (k, &v) in requests {
             if k != PODS && v > 0 && used_of(k) + v > alloc_of(k) {
                 return Some(format!("Insufficient {k}"));
             }
@@ -203,19 +213,31 @@ impl<'c> SchedulerView<'c> {
                 .collect();
             self.constraint_verdicts = Some((constraints, verdicts));
         }
-        let Some((_, verdicts)) = &self.constraint_verdicts else {
-            return Err("no verdicts".to_string());
-        };
-        let mut pass = Vec::new();
-        let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
-        for (i, verdict) in verdicts.iter().enumerate() {
-            let reason = verdict.clone().or_else(|| self.resource_reason(i, pod));
-            match reason {
-                None => pass.push(i),
-                Some(r) => *reasons.entry(r).or_insert(0) += 1,
-            }
+        if self
+            .resource_verdicts
+            .as_ref()
+            .is_none_or(|(r, _)| *r != pod.requests)
+        {
+            let verdicts = (0..self.nodes.len())
+                .map(|i| self.resource_reason(i, &pod.requests))
+                .collect();
+            self.resource_verdicts = Some((pod.requests.clone(), verdicts));
         }
+        let (Some((_, constraint)), Some((_, resource))) =
+            (&self.constraint_verdicts, &self.resource_verdicts)
+        else {
+            return Err("kube-scheduler emulation lost its verdicts".to_string());
+        };
+        let pass: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| constraint[i].is_none() && resource[i].is_none())
+            .collect();
         if pass.is_empty() {
+            let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+            for (c, r) in constraint.iter().zip(resource) {
+                if let Some(reason) = c.as_ref().or(r.as_ref()) {
+                    *reasons.entry(reason.clone()).or_insert(0) += 1;
+                }
+            }
             return Err(unavailable(self.nodes.len(), &reasons));
         }
         Ok(pass)
