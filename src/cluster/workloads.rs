@@ -64,7 +64,7 @@ pub(super) fn derive(pods: Vec<Seen<Pod>>, jobs: Vec<Seen<Job>>) -> Result<Deriv
         if matches!(phase, Some("Succeeded" | "Failed")) {
             continue;
         }
-        let namespace = namespace_of(&pod.metadata);
+        let namespace = namespace_or_default(&pod.metadata);
         let name = pod.metadata.name.clone().unwrap_or_default();
         let label = format!("Pod {namespace}/{name}");
         let fail = |e: FieldError| LoadError::Object {
@@ -73,7 +73,7 @@ pub(super) fn derive(pods: Vec<Seen<Pod>>, jobs: Vec<Seen<Job>>) -> Result<Deriv
             field: e.field,
             message: e.message,
         };
-        let owner_job = controller_job(&pod.metadata);
+        let owner_job = controller_job_of(&pod.metadata);
         if let Some(job) = &owner_job {
             running_jobs.insert((namespace.clone(), job.clone()));
         }
@@ -176,7 +176,7 @@ pub(super) fn derive(pods: Vec<Seen<Pod>>, jobs: Vec<Seen<Job>>) -> Result<Deriv
         object: job,
     } in jobs
     {
-        let namespace = namespace_of(&job.metadata);
+        let namespace = namespace_or_default(&job.metadata);
         let name = job.metadata.name.clone().unwrap_or_default();
         if finished(&job) {
             continue;
@@ -221,7 +221,7 @@ pub(super) fn derive(pods: Vec<Seen<Pod>>, jobs: Vec<Seen<Job>>) -> Result<Deriv
 /// that arrive after loading (a scheduler's filter call).
 pub fn workload_of_pod(pod: &Pod) -> Result<Workload, FieldError> {
     let spec = pod.spec.clone().unwrap_or_default();
-    let namespace = namespace_of(&pod.metadata);
+    let namespace = namespace_or_default(&pod.metadata);
     let mut pod_set = pending_pod_set(&pod.metadata, &spec, 1)?;
     let (kind, name) = match label_value(&pod.metadata, keys::POD_GROUP_NAME_LABEL) {
         Some(group) => {
@@ -241,16 +241,6 @@ pub fn workload_of_pod(pod: &Pod) -> Result<Workload, FieldError> {
         pod_sets: vec![pod_set],
         source: Source::default(),
     })
-}
-
-/// The name of the Job that controls a pod (a controller `ownerReference` of kind `Job`).
-pub fn controller_job_of(meta: &ObjectMeta) -> Option<String> {
-    controller_job(meta)
-}
-
-/// `metadata.namespace`, `default` when absent or empty.
-pub fn namespace_or_default(meta: &ObjectMeta) -> String {
-    namespace_of(meta)
 }
 
 /// A plain pod group being collected.
@@ -368,7 +358,7 @@ fn pod_set_spec(spec: &PodSpec, count: i32, spec_path: &str) -> Result<PodSetSpe
 }
 
 /// `metadata.namespace`, `default` when absent or empty.
-fn namespace_of(meta: &ObjectMeta) -> String {
+pub fn namespace_or_default(meta: &ObjectMeta) -> String {
     meta.namespace
         .clone()
         .filter(|ns| !ns.is_empty())
@@ -398,7 +388,7 @@ fn queue_name(meta: &ObjectMeta) -> Option<String> {
 }
 
 /// The name of the Job among the controller owner references.
-fn controller_job(meta: &ObjectMeta) -> Option<String> {
+pub fn controller_job_of(meta: &ObjectMeta) -> Option<String> {
     meta.owner_references
         .iter()
         .flatten()

@@ -46,36 +46,40 @@ impl Extender {
     /// `POST /scheduler/filter`: the seat's node(s) for a pod of a group, every node with room
     /// nobody holds for a pod outside any group.
     pub fn filter(&self, args: &ExtenderArgs) -> ExtenderFilterResult {
-        match (&args.node_names, &args.nodes) {
-            (Some(names), _) => {
-                let names: Vec<&str> = names.iter().map(String::as_str).collect();
-                self.filter_cached(&args.pod, &names)
-            }
-            (None, Some(list)) => self.filter_nodes(&args.pod, list),
-            (None, None) => error_result(NO_CANDIDATES),
-        }
+        let names = args
+            .node_names
+            .as_ref()
+            .map(|v| v.iter().map(String::as_str).collect());
+        self.filter_candidates(&args.pod, names, args.nodes.as_ref())
     }
 
     /// `filter` over a request read with borrowed names and a reduced pod (the server's path).
     pub fn filter_ref(&self, args: ExtenderArgsRef<'_>) -> ExtenderFilterResult {
         let pod = args.pod.into_pod();
-        match (&args.node_names, &args.nodes) {
-            (Some(names), _) => {
-                let names: Vec<&str> = names.iter().map(|n| n.as_ref()).collect();
-                self.filter_cached(&pod, &names)
-            }
-            (None, Some(list)) => self.filter_nodes(&pod, list),
+        let names = args
+            .node_names
+            .as_ref()
+            .map(|v| v.iter().map(|n| n.as_ref()).collect());
+        self.filter_candidates(&pod, names, args.nodes.as_ref())
+    }
+
+    /// `filter` in whichever mode the request came: names when the scheduler sent names.
+    fn filter_candidates(
+        &self,
+        pod: &Pod,
+        names: Option<Vec<&str>>,
+        nodes: Option<&List<Node>>,
+    ) -> ExtenderFilterResult {
+        match (names, nodes) {
+            (Some(names), _) => self.filter_cached(pod, &names),
+            (None, Some(list)) => self.filter_nodes(pod, list),
             (None, None) => error_result(NO_CANDIDATES),
         }
     }
 
     /// `filter` in non-cache mode: the passing node objects are echoed back unchanged.
     fn filter_nodes(&self, pod: &Pod, list: &List<Node>) -> ExtenderFilterResult {
-        let names: Vec<&str> = list
-            .items
-            .iter()
-            .map(|n| n.metadata.name.as_deref().unwrap_or(""))
-            .collect();
+        let names = node_names(list);
         match self.decide_filter(pod, &names) {
             Ok((mut result, pass)) => {
                 result.nodes = Some(List {
@@ -132,26 +136,38 @@ impl Extender {
     /// `POST /scheduler/prioritize`: a bare array listing only favoured hosts (the seat's
     /// node(s)) at the top score; hosts left out score 0.
     pub fn prioritize(&self, args: &ExtenderArgs) -> Vec<HostPriority> {
-        let names: Vec<&str> = match (&args.node_names, &args.nodes) {
-            (Some(names), _) => names.iter().map(String::as_str).collect(),
-            (None, Some(list)) => node_names(list),
-            (None, None) => return Vec::new(),
-        };
-        self.host_priorities(&args.pod, &names)
+        let names = args
+            .node_names
+            .as_ref()
+            .map(|v| v.iter().map(String::as_str).collect());
+        self.prioritize_candidates(&args.pod, names, args.nodes.as_ref())
     }
 
     /// `prioritize` over a request read with borrowed names and a reduced pod.
     pub fn prioritize_ref(&self, args: ExtenderArgsRef<'_>) -> Vec<HostPriority> {
         let pod = args.pod.into_pod();
-        let names: Vec<&str> = match (&args.node_names, &args.nodes) {
-            (Some(names), _) => names.iter().map(|n| n.as_ref()).collect(),
-            (None, Some(list)) => node_names(list),
-            (None, None) => return Vec::new(),
-        };
-        self.host_priorities(&pod, &names)
+        let names = args
+            .node_names
+            .as_ref()
+            .map(|v| v.iter().map(|n| n.as_ref()).collect());
+        self.prioritize_candidates(&pod, names, args.nodes.as_ref())
     }
 
-    fn host_priorities(&self, pod: &Pod, names: &[&str]) -> Vec<HostPriority> {
+    fn prioritize_candidates(
+        &self,
+        pod: &Pod,
+        names: Option<Vec<&str>>,
+        nodes: Option<&List<Node>>,
+    ) -> Vec<HostPriority> {
+        match (names, nodes) {
+            (Some(names), _) => self.host_priorities(pod, &names),
+            (None, Some(list)) => self.host_priorities(pod, &node_names(list)),
+            (None, None) => Vec::new(),
+        }
+    }
+
+    /// `prioritize` in node-cache mode over borrowed names: what `simulate` calls in process.
+    pub fn host_priorities(&self, pod: &Pod, names: &[&str]) -> Vec<HostPriority> {
         self.prioritize_names(pod, names)
             .into_iter()
             .map(|(i, score)| HostPriority {

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 
 use crate::topology::ResourceList;
-use crate::topology::resources::PODS;
+use crate::topology::resources::{PODS, add_pod_usage};
 use crate::topology::tree::DomainIdx;
 
 /// Where a seat holds its capacity.
@@ -44,13 +44,7 @@ impl HeldCapacity {
 
     /// Holds one pod of `requests` at `place`.
     pub fn hold(&mut self, place: HeldAt, requests: &ResourceList) {
-        let entry = self.entry(&place);
-        for (name, value) in requests {
-            if name != PODS {
-                *entry.entry(name.clone()).or_insert(0) += value;
-            }
-        }
-        *entry.entry(PODS.to_string()).or_insert(0) += 1;
+        add_pod_usage(self.entry(&place), requests);
         self.seats += 1;
     }
 

@@ -30,7 +30,7 @@ use crate::cluster::{BoundPod, Cluster, Workload, WorkloadKind, workload_of_pod}
 use crate::keys;
 use crate::topology::capacity::FreeCapacity;
 use crate::topology::placement::{GroupRequest, PlacementContext, place_group};
-use crate::topology::resources::PODS;
+use crate::topology::resources::{PODS, add_pod_usage};
 use crate::topology::tree::{DomainIdx, TopologyTree};
 use crate::topology::{FeatureGates, PodSetSpec, ResourceList};
 
@@ -269,7 +269,7 @@ impl PlanBook {
         let mut used = vec![ResourceList::new(); cluster.nodes.len()];
         for p in &cluster.bound_pods {
             if let Some(&i) = node_index.get(&p.node_name) {
-                add_pod(&mut used[i], &p.requests);
+                add_pod_usage(&mut used[i], &p.requests);
             }
         }
         Self {
@@ -474,7 +474,7 @@ impl PlanBook {
                 self.plans.remove(&group);
             }
         }
-        add_pod(&mut self.used[node_idx], &requests);
+        add_pod_usage(&mut self.used[node_idx], &requests);
         let mut labels = BTreeMap::new();
         if group.kind == WorkloadKind::PodGroup {
             labels.insert(keys::POD_GROUP_NAME_LABEL.to_string(), group.name.clone());
@@ -987,16 +987,6 @@ pub fn level_noun(label: &str) -> String {
     }
     let last = label.rsplit('/').next().unwrap_or(label);
     last.strip_prefix("topology-").unwrap_or(last).to_string()
-}
-
-/// Adds one pod (its requests and a `pods` slot) to a usage total.
-fn add_pod(total: &mut ResourceList, requests: &ResourceList) {
-    for (k, v) in requests {
-        if k != PODS {
-            *total.entry(k.clone()).or_insert(0) += v;
-        }
-    }
-    *total.entry(PODS.to_string()).or_insert(0) += 1;
 }
 
 /// `capacity - sum(used) >= need` for every resource `need` asks for (zero asks pass).

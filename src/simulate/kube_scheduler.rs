@@ -21,7 +21,7 @@ use k8s_openapi::api::core::v1::{Pod, Taint, Toleration};
 
 use crate::cluster::pod_requests;
 use crate::topology::node::{RequiredAffinity, first_untolerated_taint, matches_node_selector};
-use crate::topology::resources::PODS;
+use crate::topology::resources::{PODS, add_pod_usage};
 use crate::topology::{NodeInfo, ResourceList};
 
 /// The taint the node lifecycle controller puts on a node that is not Ready.
@@ -131,13 +131,7 @@ impl<'c> SchedulerView<'c> {
 
     /// Records a pod on node `i` (the scheduler's "assume").
     pub fn assume(&mut self, i: usize, requests: &ResourceList) {
-        let used = &mut self.used[i];
-        for (k, v) in requests {
-            if k != PODS {
-                *used.entry(k.clone()).or_insert(0) += v;
-            }
-        }
-        *used.entry(PODS.to_string()).or_insert(0) += 1;
+        add_pod_usage(&mut self.used[i], requests);
         if let Some((requests, _)) = &self.resource_verdicts {
             let verdict = self.resource_reason(i, requests);
             if let Some((_, verdicts)) = &mut self.resource_verdicts {

@@ -133,14 +133,7 @@ impl ExtenderCalls for Extender {
     }
 
     fn prioritize(&mut self, pod: &Pod, names: &[&str]) -> Result<Vec<HostPriority>, String> {
-        Ok(self
-            .prioritize_names(pod, names)
-            .into_iter()
-            .map(|(i, score)| HostPriority {
-                host: names[i].to_string(),
-                score,
-            })
-            .collect())
+        Ok(self.host_priorities(pod, names))
     }
 
     fn bind(&mut self, args: &ExtenderBindingArgs) -> Result<ExtenderBindingResult, String> {

@@ -12,6 +12,17 @@ pub const PODS: &str = "pods";
 /// The resource measured in milli-units.
 pub const CPU: &str = "cpu";
 
+/// Adds one pod to a usage total: its requests (any `pods` entry in them ignored) and one
+/// `pods` slot.
+pub fn add_pod_usage(total: &mut ResourceList, requests: &ResourceList) {
+    for (name, value) in requests {
+        if name != PODS {
+            *total.entry(name.clone()).or_insert(0) += value;
+        }
+    }
+    *total.entry(PODS.to_string()).or_insert(0) += 1;
+}
+
 /// A single pod's request with its `pods: 1` slot added, as Kueue counts it.
 pub fn with_pod_slot(requests: &ResourceList) -> ResourceList {
     let mut r = requests.clone();
