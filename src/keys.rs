@@ -41,3 +41,11 @@ pub const POD_GROUP_TOTAL_COUNT: &str = "kueue.x-k8s.io/pod-group-total-count";
 pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 /// Completion index of an Indexed Job's pod.
 pub const JOB_COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
+
+/// Pod-template annotation the webhook stamps on a TAS Job: the gang size (Kueue's pod
+/// count of the Job), so the extender knows the group of a Job's pod even before its cluster
+/// view shows the Job.
+pub const STAMP_POD_GROUP_TOTAL_COUNT: &str = "kube-tas.io/pod-group-total-count";
+/// Pod-template annotation the webhook stamps on a TAS Job: the Job's LocalQueue, which the
+/// pods do not otherwise carry (the queue-name label sits on the Job).
+pub const STAMP_QUEUE_NAME: &str = "kube-tas.io/queue-name";

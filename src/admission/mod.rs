@@ -6,8 +6,19 @@
 //! and every PodSet gets its flavor and topology request. What Kueue only finds out at
 //! scheduling time and kube-tas can tell at once (a missing queue, a level the Topology does
 //! not have, a nodeSelector that contradicts the flavor) is denied here with the reason.
+//!
+//! The HTTP webhook around it: [`review`] (AdmissionReview wire types), [`mutation`] (which
+//! objects are TAS workloads, the decision per request), [`patch`] (what an admitted pod
+//! template gets, as a JSON Patch) and [`mod@http`] (`POST /mutate`).
 
 use std::collections::BTreeMap;
+
+pub mod http;
+pub mod mutation;
+pub mod patch;
+pub mod review;
+
+pub use mutation::{Decision, Webhook};
 
 use crate::cluster::kueue::{ClusterQueue, ResourceFlavor};
 use crate::cluster::{Cluster, Workload};

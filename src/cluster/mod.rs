@@ -29,7 +29,10 @@ pub use kueue::{ClusterQueue, LocalQueue, ResourceFlavor, Topology};
 pub use load::{LoadError, load_paths};
 pub use pod_requests::pod_requests;
 pub use quantity::{QuantityError, QuantityValue, parse_quantity};
-pub use workloads::{controller_job_of, namespace_or_default, workload_of_pod};
+pub use workloads::{
+    controller_job_of, namespace_or_default, workload_of_job, workload_of_pod,
+    workload_of_stamped_job_pod,
+};
 
 /// Everything kube-tas knows about a cluster.
 #[derive(Debug, Clone, Default)]

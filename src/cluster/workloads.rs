@@ -243,6 +243,49 @@ pub fn workload_of_pod(pod: &Pod) -> Result<Workload, FieldError> {
     })
 }
 
+/// A Job as admission sees it (the webhook's `request.object`): one workload with the
+/// PodSet `main`, sized as Kueue sizes it. The namespace is `default` when the object has none.
+pub fn workload_of_job(job: &Job) -> Result<Workload, FieldError> {
+    let namespace = namespace_or_default(&job.metadata);
+    let name = job
+        .metadata
+        .name
+        .clone()
+        .filter(|n| !n.is_empty())
+        .or_else(|| job.metadata.generate_name.clone())
+        .unwrap_or_default();
+    job_workload(job, &Source::default(), namespace, name)
+}
+
+/// The workload of a Job's pod read from the pod alone, when the webhook stamped the Job's
+/// template with the gang size and queue ([`keys::STAMP_POD_GROUP_TOTAL_COUNT`],
+/// [`keys::STAMP_QUEUE_NAME`]): for a pod whose Job is not in the cluster view (yet).
+/// `None` when the pod carries no stamp.
+pub fn workload_of_stamped_job_pod(pod: &Pod, job: &str) -> Option<Result<Workload, FieldError>> {
+    let count_text = annotation_value(&pod.metadata, keys::STAMP_POD_GROUP_TOTAL_COUNT)?;
+    let build = || {
+        let count = match count_text.parse::<i32>() {
+            Ok(n) if n > 0 => n,
+            _ => {
+                return Err(FieldError::new(
+                    annotation_path(keys::STAMP_POD_GROUP_TOTAL_COUNT),
+                    format!("must be a positive integer, got {count_text:?}"),
+                ));
+            }
+        };
+        let spec = pod.spec.clone().unwrap_or_default();
+        Ok(Workload {
+            kind: WorkloadKind::Job,
+            namespace: namespace_or_default(&pod.metadata),
+            name: job.to_string(),
+            queue_name: annotation_value(&pod.metadata, keys::STAMP_QUEUE_NAME),
+            pod_sets: vec![pending_pod_set(&pod.metadata, &spec, count)?],
+            source: Source::default(),
+        })
+    };
+    Some(build())
+}
+
 /// A plain pod group being collected.
 struct Group {
     seq: usize,

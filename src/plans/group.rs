@@ -106,6 +106,7 @@ impl PodFacts {
         let tas_marked = labels.is_some_and(|l| l.contains_key(keys::QUEUE_NAME_LABEL))
             || annotations.is_some_and(|a| {
                 a.contains_key(keys::QUEUE_NAME_ANNOTATION)
+                    || a.contains_key(keys::STAMP_QUEUE_NAME)
                     || a.keys().any(|k| k.starts_with("kueue.x-k8s.io/podset-"))
             });
         Ok(Self {

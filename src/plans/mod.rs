@@ -26,7 +26,9 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Pod, Toleration};
 
 use crate::admission::{self, Denial};
-use crate::cluster::{BoundPod, Cluster, Workload, WorkloadKind, workload_of_pod};
+use crate::cluster::{
+    BoundPod, Cluster, Workload, WorkloadKind, workload_of_pod, workload_of_stamped_job_pod,
+};
 use crate::keys;
 use crate::topology::capacity::FreeCapacity;
 use crate::topology::placement::{GroupRequest, PlacementContext, place_group};
@@ -503,10 +505,20 @@ impl PlanBook {
         let owned;
         let workload: &Workload = if facts.group.kind == WorkloadKind::Job {
             let key = (facts.group.namespace.clone(), facts.group.name.clone());
-            match self.cluster.jobs.get(&key) {
-                Some(w) => w,
-                None if !facts.tas_marked => return Ok(Route::Lone),
-                None => {
+            // The webhook stamped the Job's template: the pod itself says its gang.
+            let stamped = match self.cluster.jobs.get(&key) {
+                Some(_) => None,
+                None => workload_of_stamped_job_pod(pod, &facts.group.name),
+            };
+            match (self.cluster.jobs.get(&key), stamped) {
+                (Some(w), _) => w,
+                (None, _) if !facts.tas_marked => return Ok(Route::Lone),
+                (None, Some(stamped)) => {
+                    owned = stamped
+                        .map_err(|e| format!("Pod {}/{}: {e}", facts.namespace, facts.name))?;
+                    &owned
+                }
+                (None, None) => {
                     return Err(format!(
                         "{} (owner of pod {}/{}) is not in kube-tas's cluster view, so its \
                          gang size is unknown",

@@ -6,6 +6,7 @@
 //! * the plan numbers of [`crate::plans::PlanStats`], read from [`Extender::stats`] at scrape
 //!   time (`kube_tas_plans_made_total`, `..._plans_expired_total`, `..._plans_active`,
 //!   `..._seats_held`, `..._pods_bound_total`, `..._groups_not_fit_total`);
+//! * `kube_tas_admission_reviews_total{decision}`: `/mutate` answers by decision;
 //! * `kube_tas_tls_cert_not_after_seconds`: when the served certificate expires (unix
 //!   seconds), present only while TLS is on.
 //!
@@ -49,6 +50,13 @@ pub struct RouteOnly {
     pub route: String,
 }
 
+/// Labels of the admission decision counter.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DecisionLabels {
+    /// `allowed`, `patched`, `denied` or `invalid`.
+    pub decision: &'static str,
+}
+
 /// The server's metrics; cheap to clone (everything is shared).
 #[derive(Clone)]
 pub struct Metrics {
@@ -59,6 +67,7 @@ struct Inner {
     registry: Registry,
     requests: Family<RouteLabels, Counter>,
     latency: Family<RouteOnly, Histogram>,
+    admission: Family<DecisionLabels, Counter>,
     cert_not_after: Arc<AtomicI64>,
 }
 
@@ -82,6 +91,12 @@ impl Metrics {
             Unit::Seconds,
             latency.clone(),
         );
+        let admission = Family::<DecisionLabels, Counter>::default();
+        registry.register(
+            "admission_reviews",
+            "AdmissionReviews answered by /mutate, by decision (allowed, patched, denied, invalid)",
+            admission.clone(),
+        );
         let cert_not_after = Arc::new(AtomicI64::new(0));
         registry.register_collector(Box::new(LiveValues {
             extender,
@@ -92,6 +107,7 @@ impl Metrics {
                 registry,
                 requests,
                 latency,
+                admission,
                 cert_not_after,
             }),
         }
@@ -109,6 +125,15 @@ impl Metrics {
         self.inner
             .requests
             .get_or_create(&RouteLabels { route, code })
+            .inc();
+    }
+
+    /// Counts one AdmissionReview answered with `decision` (`allowed`, `patched`, `denied`
+    /// or `invalid`).
+    pub fn observe_admission(&self, decision: &'static str) {
+        self.inner
+            .admission
+            .get_or_create(&DecisionLabels { decision })
             .inc();
     }
 

@@ -1,7 +1,7 @@
 //! `kube-tas serve`: the HTTP servers around the extender.
 //!
 //! * the **main** port (TLS when a certificate is given): `/scheduler/{filter,prioritize,bind}`
-//!   ([`main_router`]), with a request-body limit (413 beyond it), a request timeout and
+//!   and the admission webhook `/mutate` ([`main_router`]), with a request-body limit (413 beyond it), a request timeout and
 //!   per-route metrics;
 //! * the **admin** port (always plain HTTP): `/healthz`, `/readyz`, `/metrics`
 //!   ([`admin::admin_router`]).
@@ -26,6 +26,7 @@ use tokio::task::JoinHandle;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 
+use crate::admission::Webhook;
 use crate::extender::Extender;
 use crate::plans::PlanBook;
 use crate::topology::FeatureGates;
@@ -147,7 +148,7 @@ impl ServeConfig {
 }
 
 /// The main router with the default body limit and a metrics registry of its own: the
-/// `/scheduler/*` routes as [`start`] serves them.
+/// `/scheduler/*` routes and `/mutate` as [`start`] serves them.
 pub fn main_router(extender: Extender) -> Router {
     let metrics = Metrics::new(extender.clone());
     main_router_with(extender, &metrics, DEFAULT_MAX_BODY_BYTES)
@@ -155,8 +156,10 @@ pub fn main_router(extender: Extender) -> Router {
 
 /// The main router counting into `metrics`, refusing bodies over `max_body_bytes` with 413.
 pub fn main_router_with(extender: Extender, metrics: &Metrics, max_body_bytes: usize) -> Router {
+    let webhook = extender.with_book(|book| Webhook::from_book(book));
     Router::new()
         .nest("/scheduler", crate::extender::http::routes(extender))
+        .merge(crate::admission::http::routes(webhook, metrics.clone()))
         // Layers added later wrap the earlier ones: metrics sees the 413s of the limit.
         .route_layer(RequestBodyLimitLayer::new(max_body_bytes))
         .route_layer(axum::middleware::from_fn_with_state(
@@ -290,7 +293,7 @@ pub async fn start(config: &ServeConfig, extender: Extender) -> anyhow::Result<R
     tracing::info!(
         address = %main_addr,
         tls = reloader.is_some(),
-        "extender listening on /scheduler/{{filter,prioritize,bind}}"
+        "listening on /scheduler/{{filter,prioritize,bind}} and /mutate"
     );
     tracing::info!(address = %admin_addr, "admin listening on /healthz, /readyz, /metrics");
     Ok(RunningServer {

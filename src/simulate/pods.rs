@@ -1,6 +1,7 @@
 //! The pods a workload's controller would create, as the webhook leaves them: the pod
-//! template with the flavor's nodeLabels in `nodeSelector` and its tolerations added, owned
-//! by their Job (with completion indices) or labelled with their pod group.
+//! template with the webhook's [`Injection`] applied (the flavor's nodeLabels in
+//! `nodeSelector`, its tolerations, a Job's stamps), owned by their Job (with completion
+//! indices) or labelled with their pod group.
 
 use std::collections::BTreeMap;
 
@@ -11,6 +12,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use crate::admission::AdmittedPodSet;
+use crate::admission::mutation::stamps;
+use crate::admission::patch::Injection;
 use crate::cluster::kueue::ResourceFlavor;
 use crate::cluster::{Workload, WorkloadKind};
 use crate::keys;
@@ -24,16 +27,13 @@ pub fn pods_of(w: &Workload, index: usize, ps: &AdmittedPodSet, rf: &ResourceFla
         .map(|p| p.annotations.clone())
         .unwrap_or_default();
     let spec = &ps.spec;
-    let mut node_selector = spec.node_selector.clone();
-    for (k, v) in &rf.spec.node_labels {
-        node_selector.entry(k.clone()).or_insert_with(|| v.clone());
-    }
-    let mut tolerations = spec.tolerations.clone();
-    for t in &rf.spec.tolerations {
-        if !tolerations.contains(t) {
-            tolerations.push(t.clone());
-        }
-    }
+    // What the webhook adds to the Job's template (or to each pod).
+    let stamps = match w.kind {
+        WorkloadKind::Job => stamps(w),
+        WorkloadKind::Pod | WorkloadKind::PodGroup => BTreeMap::new(),
+    };
+    let injection = Injection::of_flavor(rf, stamps);
+    let mut annotations = annotations;
     let requests: BTreeMap<String, Quantity> = spec
         .requests
         .iter()
@@ -62,7 +62,7 @@ pub fn pods_of(w: &Workload, index: usize, ps: &AdmittedPodSet, rf: &ResourceFla
                 ..Default::default()
             }
         });
-    let pod_spec = PodSpec {
+    let mut pod_spec = PodSpec {
         containers: vec![Container {
             name: "main".to_string(),
             resources: Some(ResourceRequirements {
@@ -71,11 +71,12 @@ pub fn pods_of(w: &Workload, index: usize, ps: &AdmittedPodSet, rf: &ResourceFla
             }),
             ..Default::default()
         }],
-        node_selector: (!node_selector.is_empty()).then_some(node_selector),
-        tolerations: (!tolerations.is_empty()).then_some(tolerations),
+        node_selector: (!spec.node_selector.is_empty()).then(|| spec.node_selector.clone()),
+        tolerations: (!spec.tolerations.is_empty()).then(|| spec.tolerations.clone()),
         affinity,
         ..Default::default()
     };
+    injection.apply(&mut pod_spec, &mut annotations);
     let count = usize::try_from(spec.count).unwrap_or(0);
     (0..count)
         .map(|i| {

@@ -1,0 +1,366 @@
+//! The webhook's decision for one AdmissionReview request: which object it is, whether it is
+//! a TAS workload, [`admit`] for the verdict, and the [`Injection`] patch.
+//!
+//! * **Jobs** (`batch/v1`) on CREATE: a Job naming a queue or carrying a `podset-*`
+//!   annotation is validated and admitted; its pod template gets the flavor's node labels and
+//!   tolerations and kube-tas's stamps (gang size, queue), so its pods tell the extender their
+//!   gang even before the cluster view shows the Job.
+//! * **Pods** (`v1`) on CREATE: a bare pod or plain pod-group pod is admitted the same way
+//!   and patched in its own spec. A Job's pod is admitted as its Job (from the cluster view,
+//!   else from the stamps its template gave it) and gets only what it lacks: nothing when
+//!   the Job's template was patched already.
+//! * Anything else (other operations, subresources, other kinds) passes unchanged.
+//!
+//! Pure and stateless: the same request always gets the same answer, and a `dryRun` request
+//! changes nothing because no request does (`sideEffects: None`).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use json_patch::PatchOperation;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::de::DeserializeOwned;
+
+use super::patch::{Injection, PodTemplateNow};
+use super::review::{AdmissionRequest, GroupVersionKind};
+use super::{Admitted, Denial, admit};
+use crate::cluster::{
+    Cluster, Workload, controller_job_of, namespace_or_default, workload_of_job, workload_of_pod,
+    workload_of_stamped_job_pod,
+};
+use crate::keys;
+use crate::plans::PlanBook;
+use crate::topology::FeatureGates;
+
+/// The longest part of a parse error quoted back (serde can quote a whole string value).
+const MAX_ERROR_CHARS: usize = 512;
+
+/// The webhook: the Kueue objects and Jobs it resolves against, and the feature gates.
+/// Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Webhook {
+    view: Arc<Cluster>,
+    gates: FeatureGates,
+}
+
+/// What the webhook answers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// Store the object, with `patch` applied (none when empty).
+    Allow {
+        /// JSON Patch operations; empty when nothing is added.
+        patch: Vec<PatchOperation>,
+        /// Shown to the user by kubectl.
+        warnings: Vec<String>,
+    },
+    /// Refuse it.
+    Deny {
+        /// 403 (a rule refuses it), 422 (a field cannot be read), 400 (the review itself is
+        /// malformed).
+        code: u16,
+        /// What to fix.
+        message: String,
+    },
+}
+
+impl Decision {
+    fn allow() -> Self {
+        Decision::Allow {
+            patch: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+
+    fn deny(code: u16, message: impl Into<String>) -> Self {
+        Decision::Deny {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// `allowed`, `patched` or `denied`: the bounded label of the decisions metric.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Decision::Allow { patch, .. } if patch.is_empty() => "allowed",
+            Decision::Allow { .. } => "patched",
+            Decision::Deny { .. } => "denied",
+        }
+    }
+}
+
+impl From<Denial> for Decision {
+    fn from(d: Denial) -> Self {
+        Decision::deny(403, d.message)
+    }
+}
+
+impl Webhook {
+    /// A webhook resolving queues, flavors and Jobs in `cluster` (only the Kueue objects and
+    /// Jobs are kept; nodes and pods play no part in admission).
+    pub fn new(cluster: &Cluster, gates: FeatureGates) -> Self {
+        let view = Cluster {
+            jobs: cluster.jobs.clone(),
+            topologies: cluster.topologies.clone(),
+            resource_flavors: cluster.resource_flavors.clone(),
+            cluster_queues: cluster.cluster_queues.clone(),
+            local_queues: cluster.local_queues.clone(),
+            ..Cluster::default()
+        };
+        Self {
+            view: Arc::new(view),
+            gates,
+        }
+    }
+
+    /// A webhook over the plan book's cluster view and gates (both doors see one cluster).
+    pub fn from_book(book: &PlanBook) -> Self {
+        Self::new(book.cluster(), book.gates().clone())
+    }
+
+    /// Decides one request.
+    pub fn decide(&self, request: &AdmissionRequest<'_>) -> Decision {
+        if request.operation != "CREATE" || request.sub_resource.is_some() {
+            return Decision::allow();
+        }
+        let kind = Handled::of(&request.kind);
+        let Some(kind) = kind else {
+            return Decision::Allow {
+                patch: Vec::new(),
+                warnings: vec![format!(
+                    "kube-tas mutates only batch/v1 Jobs and v1 Pods; this {} passed unchanged \
+                     (check the rules of the MutatingWebhookConfiguration)",
+                    request.kind
+                )],
+            };
+        };
+        let Some(raw) = request.object else {
+            return Decision::deny(
+                400,
+                "request.object: Required value: a CREATE review carries the object",
+            );
+        };
+        match kind {
+            Handled::Job => match read::<Job>(raw.get(), &request.kind) {
+                Ok(mut job) => {
+                    fill_namespace(&mut job.metadata, request);
+                    self.job(&job)
+                }
+                Err(d) => d,
+            },
+            Handled::Pod => match read::<Pod>(raw.get(), &request.kind) {
+                Ok(mut pod) => {
+                    fill_namespace(&mut pod.metadata, request);
+                    self.pod(&pod)
+                }
+                Err(d) => d,
+            },
+        }
+    }
+
+    /// A Job on CREATE.
+    pub fn job(&self, job: &Job) -> Decision {
+        let template = job.spec.as_ref().map(|s| &s.template);
+        let template_annotations = template
+            .and_then(|t| t.metadata.as_ref())
+            .and_then(|m| m.annotations.as_ref());
+        if !names_queue(&job.metadata) && !has_podset_annotation(template_annotations) {
+            return Decision::allow();
+        }
+        let workload = match workload_of_job(job) {
+            Ok(w) => w,
+            Err(e) => return Decision::deny(422, e.to_string()),
+        };
+        let (injection, warnings) = match self.injection(&workload) {
+            Ok(Some(found)) => found,
+            Ok(None) => return Decision::allow(),
+            Err(d) => return d.into(),
+        };
+        let mut injection = injection;
+        injection.annotations = stamps(&workload);
+        // `workload_of_job` refused a Job without `spec.template.spec`.
+        let (Some(template), Some(spec)) = (template, template.and_then(|t| t.spec.as_ref()))
+        else {
+            return Decision::allow();
+        };
+        let meta = template.metadata.as_ref();
+        let now = PodTemplateNow {
+            at: &["spec", "template"],
+            has_metadata: meta.is_some(),
+            annotations: meta.and_then(|m| m.annotations.as_ref()),
+            spec,
+        };
+        Decision::Allow {
+            patch: injection.patch_for(&now),
+            warnings,
+        }
+    }
+
+    /// A Pod on CREATE.
+    pub fn pod(&self, pod: &Pod) -> Decision {
+        let meta = &pod.metadata;
+        let annotations = meta.annotations.as_ref();
+        let marked = names_queue(meta)
+            || has_podset_annotation(annotations)
+            || annotations.is_some_and(|a| a.contains_key(keys::STAMP_QUEUE_NAME));
+        let namespace = namespace_or_default(meta);
+        let name = meta
+            .name
+            .clone()
+            .filter(|n| !n.is_empty())
+            .or_else(|| meta.generate_name.clone())
+            .unwrap_or_default();
+        let owned;
+        let (workload, stamp) = match controller_job_of(meta) {
+            Some(job) => {
+                if let Some(w) = self.view.jobs.get(&(namespace.clone(), job.clone())) {
+                    (w, true)
+                } else if let Some(stamped) = workload_of_stamped_job_pod(pod, &job) {
+                    owned = match stamped {
+                        Ok(w) => w,
+                        Err(e) => return Decision::deny(422, e.to_string()),
+                    };
+                    (&owned, false)
+                } else if marked {
+                    return Decision::deny(
+                        403,
+                        format!(
+                            "pod {namespace}/{name}: its Job {namespace}/{job} is not in \
+                             kube-tas's cluster view and the pod carries no {} annotation, so \
+                             its gang size and queue are unknown (a Job created before the \
+                             webhook was registered): recreate the Job",
+                            keys::STAMP_POD_GROUP_TOTAL_COUNT
+                        ),
+                    );
+                } else {
+                    return Decision::allow();
+                }
+            }
+            None if !marked => return Decision::allow(),
+            None => {
+                owned = match workload_of_pod(pod) {
+                    Ok(w) => w,
+                    Err(e) => return Decision::deny(422, e.to_string()),
+                };
+                (&owned, false)
+            }
+        };
+        let (mut injection, warnings) = match self.injection(workload) {
+            Ok(Some(found)) => found,
+            Ok(None) => return Decision::allow(),
+            Err(d) => return d.into(),
+        };
+        if stamp {
+            injection.annotations = stamps(workload);
+        }
+        let no_spec = Default::default();
+        let now = PodTemplateNow {
+            at: &[],
+            has_metadata: true,
+            annotations,
+            spec: pod.spec.as_ref().unwrap_or(&no_spec),
+        };
+        Decision::Allow {
+            patch: injection.patch_for(&now),
+            warnings,
+        }
+    }
+
+    /// Admits `workload`; for a TAS PodSet, what its pods must carry. `Ok(None)`: not placed
+    /// by kube-tas.
+    fn injection(&self, workload: &Workload) -> Result<Option<(Injection, Vec<String>)>, Denial> {
+        let Some(Admitted { pod_sets, warnings }) = admit(workload, &self.view, &self.gates)?
+        else {
+            return Ok(None);
+        };
+        // Jobs and pods have one PodSet, `main`.
+        let Some(flavor) = pod_sets.first().and_then(|ps| ps.flavor.as_ref()) else {
+            return Ok(None);
+        };
+        let Some(rf) = self.view.resource_flavors.get(flavor) else {
+            return Ok(None);
+        };
+        Ok(Some((Injection::of_flavor(rf, BTreeMap::new()), warnings)))
+    }
+}
+
+/// The stamps of a Job's pods: gang size and queue.
+pub fn stamps(workload: &Workload) -> BTreeMap<String, String> {
+    let mut stamps = BTreeMap::new();
+    if let Some(ps) = workload.pod_sets.first() {
+        stamps.insert(
+            keys::STAMP_POD_GROUP_TOTAL_COUNT.to_string(),
+            ps.spec.count.to_string(),
+        );
+    }
+    if let Some(queue) = &workload.queue_name {
+        stamps.insert(keys::STAMP_QUEUE_NAME.to_string(), queue.clone());
+    }
+    stamps
+}
+
+/// The two kinds the webhook mutates.
+#[derive(Debug, Clone, Copy)]
+enum Handled {
+    Job,
+    Pod,
+}
+
+impl Handled {
+    fn of(gvk: &GroupVersionKind) -> Option<Self> {
+        match (gvk.group.as_str(), gvk.version.as_str(), gvk.kind.as_str()) {
+            ("batch", "v1", "Job") => Some(Handled::Job),
+            ("", "v1", "Pod") => Some(Handled::Pod),
+            _ => None,
+        }
+    }
+}
+
+/// Reads `request.object` as `T`, or a 400 naming what could not be read.
+fn read<T: DeserializeOwned>(raw: &str, gvk: &GroupVersionKind) -> Result<T, Decision> {
+    serde_json::from_str(raw).map_err(|e| {
+        Decision::deny(
+            400,
+            format!(
+                "request.object: cannot read {gvk}: {}",
+                shorten(e.to_string())
+            ),
+        )
+    })
+}
+
+/// `text`, cut to [`MAX_ERROR_CHARS`] bytes (on a character boundary) with `…`.
+pub(super) fn shorten(mut text: String) -> String {
+    if text.len() > MAX_ERROR_CHARS {
+        let mut end = MAX_ERROR_CHARS;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    text
+}
+
+/// The API server sets the namespace before admission; a review built by hand may not.
+fn fill_namespace(meta: &mut ObjectMeta, request: &AdmissionRequest<'_>) {
+    if meta.namespace.as_deref().is_none_or(str::is_empty) {
+        meta.namespace = request.namespace.clone().filter(|n| !n.is_empty());
+    }
+}
+
+/// The queue-name label or its legacy annotation.
+fn names_queue(meta: &ObjectMeta) -> bool {
+    meta.labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(keys::QUEUE_NAME_LABEL))
+        || meta
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(keys::QUEUE_NAME_ANNOTATION))
+}
+
+fn has_podset_annotation(annotations: Option<&BTreeMap<String, String>>) -> bool {
+    annotations.is_some_and(|a| a.keys().any(|k| k.starts_with("kueue.x-k8s.io/podset-")))
+}
