@@ -178,7 +178,7 @@ fn domains(pod_set: &Value) -> Vec<(Vec<String>, i64)> {
 
 // ---------------------------------------------------------------------------------------------
 // A small valid cluster, in the shape of the conformance cases
-// (/work/shared/conformance/placement/*/cluster.yaml): one Topology block > rack > host, one
+// (the shared conformance suite's placement/*/cluster.yaml): one Topology block > rack > host, one
 // flavor over every node, one ClusterQueue, one LocalQueue `default/tas-user-queue`.
 // ---------------------------------------------------------------------------------------------
 

@@ -139,11 +139,6 @@ fn parse<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, String> {
     if let Ok(value) = serde_json::from_slice::<T>(body) {
         return Ok(value);
     }
-    // Fast path: plain serde_json. Only a body that fails is parsed again with path tracking
-    // (which costs on every field) to say where the problem is.
-    if let Ok(value) = serde_json::from_slice::<T>(body) {
-        return Ok(value);
-    }
     let mut de = serde_json::Deserializer::from_slice(body);
     let value = serde_path_to_error::deserialize::<_, T>(&mut de)
         .map_err(|e| describe_error(what, &e.path().to_string(), e.inner()))?;
