@@ -1,20 +1,22 @@
-//! The command line: `kube-tas simulate ...`, `kube-tas serve ...` (and, as it lands,
-//! `certs`). Every `serve` flag can also be set through a `KUBE_TAS_*` environment variable.
+//! The command line: `kube-tas simulate ...`, `kube-tas serve ...` and `kube-tas certs ...`.
+//! Every `serve` and `certs` flag can also be set through a `KUBE_TAS_*` environment variable.
 //!
 //! Exit codes: 0 when the command ran (a workload that does not fit is an answer, not an
 //! error; `serve` stopped by a signal), 2 on bad input with a message naming the file, the
-//! object and the field (or the flag), 1 when `serve` fails at run time (a port in use, ...).
+//! object and the field (or the flag), 1 when `serve` fails at run time (a port in use, ...)
+//! or `certs` cannot write its files.
 //!
 //! `simulate` stays synchronous; `serve` builds a multi-thread tokio runtime of its own.
 
 use std::io::Write;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::certs::{self, CertsOptions};
 use crate::server::{self, ConfigError, DEFAULT_MAX_BODY_BYTES, ServeConfig};
 use crate::simulate;
 use crate::topology::FeatureGates;
@@ -37,6 +39,9 @@ pub enum Command {
     /// Serve the scheduler extender (main port, TLS when a certificate is given) and the
     /// probes and metrics (admin port, plain HTTP) until SIGTERM or SIGINT.
     Serve(ServeArgs),
+    /// Create a development CA (or reuse the one in --out) and a serving certificate for the
+    /// kube-tas Service; print the caBundle (base64 of the CA's PEM) on stdout.
+    Certs(CertsArgs),
 }
 
 impl Cli {
@@ -45,7 +50,7 @@ impl Cli {
     pub fn default_log_level(&self) -> &'static str {
         match self.command {
             Command::Serve(_) => "info",
-            Command::Simulate(_) => "warn",
+            Command::Simulate(_) | Command::Certs(_) => "warn",
         }
     }
 }
@@ -121,6 +126,59 @@ pub struct ServeArgs {
     pub shutdown_grace_seconds: u64,
 }
 
+/// Arguments of `certs`.
+#[derive(Debug, clap::Args)]
+pub struct CertsArgs {
+    /// Name of the Service the API server and kube-scheduler call (a DNS-1123 label).
+    #[arg(long, value_name = "NAME", env = "KUBE_TAS_CERTS_SERVICE")]
+    pub service: String,
+    /// Namespace of that Service (a DNS-1123 label).
+    #[arg(long, value_name = "NS", env = "KUBE_TAS_CERTS_NAMESPACE")]
+    pub namespace: String,
+    /// Folder for ca.crt, ca.key, tls.crt, tls.key (created if missing). A CA already there
+    /// is reused, so the caBundle registered before stays valid.
+    #[arg(long, value_name = "DIR", env = "KUBE_TAS_CERTS_OUT")]
+    pub out: PathBuf,
+    /// Extra DNS name for the serving certificate (repeatable; in the environment,
+    /// comma-separated).
+    #[arg(
+        long,
+        value_name = "NAME",
+        env = "KUBE_TAS_CERTS_DNS",
+        value_delimiter = ','
+    )]
+    pub dns: Vec<String>,
+    /// Extra IP address for the serving certificate (repeatable; in the environment,
+    /// comma-separated).
+    #[arg(
+        long,
+        value_name = "ADDRESS",
+        env = "KUBE_TAS_CERTS_IP",
+        value_delimiter = ','
+    )]
+    pub ip: Vec<IpAddr>,
+    /// Lifetime of the serving certificate, in days.
+    #[arg(long, value_name = "N", env = "KUBE_TAS_CERTS_DAYS",
+          default_value_t = certs::DEFAULT_DAYS,
+          value_parser = clap::value_parser!(u32).range(1..=36_500))]
+    pub days: u32,
+    /// Lifetime of a new CA, in days (a reused CA keeps its own).
+    #[arg(long, value_name = "N", env = "KUBE_TAS_CERTS_CA_DAYS",
+          default_value_t = certs::DEFAULT_CA_DAYS,
+          value_parser = clap::value_parser!(u32).range(1..=36_500))]
+    pub ca_days: u32,
+    /// Put the caBundle into this configuration file, in place (repeatable; in the
+    /// environment, comma-separated): every `caBundle:` value (MutatingWebhookConfiguration)
+    /// and every `caData:` under `tlsConfig:` (KubeSchedulerConfiguration). Comments stay.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "KUBE_TAS_CERTS_WRITE_CA_BUNDLE",
+        value_delimiter = ','
+    )]
+    pub write_ca_bundle: Vec<PathBuf>,
+}
+
 /// Output formats of `simulate`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Output {
@@ -135,7 +193,67 @@ pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Simulate(args) => run_simulate(args),
         Command::Serve(args) => run_serve(args),
+        Command::Certs(args) => run_certs(args),
     }
+}
+
+fn run_certs(args: CertsArgs) -> ExitCode {
+    let options = CertsOptions {
+        service: args.service,
+        namespace: args.namespace,
+        dns: args.dns,
+        ips: args.ip,
+        days: args.days,
+        ca_days: args.ca_days,
+    };
+    let outcome = match certs::run(&options, &args.out, &args.write_ca_bundle) {
+        Ok(o) => o,
+        Err(e) if e.is_bad_input() => return fail(&e.to_string()),
+        Err(e) => {
+            eprintln!("kube-tas: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let issued = &outcome.issued;
+    let dir = args.out.display();
+    if issued.ca_reused() {
+        eprintln!(
+            "reused the CA in {dir} ({} and {} unchanged, expires {}): the caBundle registered \
+             before stays valid",
+            certs::CA_CERT_FILE,
+            certs::CA_KEY_FILE,
+            certs::show_time(issued.ca_not_after)
+        );
+    } else {
+        eprintln!(
+            "created a new development CA: {dir}/{} and {} (expires {})",
+            certs::CA_CERT_FILE,
+            certs::CA_KEY_FILE,
+            certs::show_time(issued.ca_not_after)
+        );
+    }
+    eprintln!(
+        "wrote the serving certificate {dir}/{} and {} for {} (expires {})",
+        certs::TLS_CERT_FILE,
+        certs::TLS_KEY_FILE,
+        issued.names.join(", "),
+        certs::show_time(issued.tls_not_after)
+    );
+    for warning in &issued.warnings {
+        eprintln!("warning: {warning}");
+    }
+    for edit in &outcome.ca_bundle_files {
+        eprintln!(
+            "put the caBundle into {} ({} value(s))",
+            edit.path.display(),
+            edit.replaced
+        );
+    }
+    let mut out = std::io::stdout().lock();
+    if writeln!(out, "{}", issued.ca_bundle()).is_err() {
+        return ExitCode::from(1);
+    }
+    ExitCode::SUCCESS
 }
 
 fn run_serve(args: ServeArgs) -> ExitCode {

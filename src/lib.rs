@@ -6,10 +6,12 @@
 //! `admission` decides workloads as the webhook does; `plans` holds the plans and seats of pod
 //! groups; `extender` answers kube-scheduler over them; `server` is the HTTP side of
 //! `kube-tas serve` (routes, TLS, probes, metrics, shutdown); `simulate` is the what-if loop
-//! behind `kube-tas simulate`; `cli` is the command line.
+//! behind `kube-tas simulate`; `certs` makes the development CA and serving certificate of
+//! `kube-tas certs` and writes the caBundle into configuration files; `cli` is the command line.
 #![forbid(unsafe_code)]
 
 pub mod admission;
+pub mod certs;
 pub mod cli;
 pub mod cluster;
 pub mod extender;
