@@ -1,10 +1,11 @@
-//! Load generator for the scheduler extender of a running `kube-tas serve`, over loopback.
+//! Load generator for a running `kube-tas serve`, over loopback: the scheduler extender
+//! (`--verb filter|prioritize`) or the mutating admission webhook (`--verb mutate`).
 //!
-//! It sends `filter` or `prioritize` exactly as kube-scheduler does with `nodeCacheCapable:
-//! true` (extender-protocol.md §2.3): `{"Pod": <a realistic ~6 KB Pod>, "Nodes": null,
-//! "NodeNames": [...]}`, one request at a time on one keep-alive HTTP/1.1 connection (the
-//! scheduler calls the extender for one pod at a time), and prints the round-trip latency
-//! distribution (performance.md G1-G4):
+//! For the extender it sends `filter` or `prioritize` exactly as kube-scheduler does with
+//! `nodeCacheCapable: true` (extender-protocol.md §2.3): `{"Pod": <a realistic ~6 KB Pod>,
+//! "Nodes": null, "NodeNames": [...]}`, one request at a time on one keep-alive HTTP/1.1
+//! connection (the scheduler calls the extender for one pod at a time), and prints the
+//! round-trip latency distribution (performance.md G1-G4):
 //!
 //! ```text
 //! cargo run --release --example gen-cluster -- --blocks 5 --racks 25 --hosts 40 > /tmp/5k.yaml
@@ -19,15 +20,44 @@
 //! one, or `--job`) as the Job controller creates them, cycling through completion indices;
 //! `lone` sends a new pod with no owner and no TAS annotation on every request.
 //!
+//! For the webhook (`--verb mutate`, `--url` then being the full `/mutate` URL) it sends the
+//! `admission.k8s.io/v1` AdmissionReview of a CREATE as kube-apiserver does (extender-protocol.md
+//! §4.1: in-tree defaults applied, `managedFields` set, no `uid` or `resourceVersion` yet, a
+//! new `request.uid` on every request), for the first pending TAS Job of the cluster (not
+//! finished, no pod of its own, naming a queue or carrying a `podset-*` annotation) or `--job`:
+//!
+//! * `--pod-kind job`: the Job itself (~6 KB: labels, annotations, a container with env,
+//!   resources, volume mounts and probes), as `kubectl create` creates it;
+//! * `--pod-kind pod`: the Job's pods as the Job controller creates them from the Job's
+//!   *unpatched* template (`generateName`, no name yet, the controller `ownerReference`, the
+//!   completion index annotation and label, the `batch.kubernetes.io/job-tracking` finalizer),
+//!   cycling through completion indices. The server finds the Job in its cluster view, so each
+//!   pod runs the full decision: the Job's admission (queue, flavor, levels) and the patch that
+//!   adds what the template lacks (the flavor's nodeSelector and tolerations, the gang-size
+//!   and queue stamps). The server must therefore be started on the same manifests.
+//!
+//! Every answer must be HTTP 200 with an AdmissionReview echoing the request's `uid`,
+//! `allowed: true` and a non-empty `JSONPatch` (the first one is also applied to its object);
+//! anything else counts as an error.
+//!
+//! ```text
+//! cargo run --release -- serve --cluster examples --listen 127.0.0.1:8443 &
+//! cargo run --release --example loadgen -- --verb mutate --pod-kind job \
+//!     --url http://127.0.0.1:8443/mutate --cluster examples
+//! ```
+//!
 //! Latency is client-side round trip: from just before the request is handed to the client
 //! until the whole response body is read. Bodies are built before the clock starts.
 
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
 use clap::{Parser, ValueEnum};
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Bytes;
@@ -35,7 +65,10 @@ use hyper::{Method, Request, StatusCode, Uri};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use kube_tas::keys::{JOB_COMPLETION_INDEX, PODSET_PREFERRED_TOPOLOGY};
+use kube_tas::admission::review::{API_VERSION, AdmissionReviewOut, KIND};
+use kube_tas::keys::{
+    JOB_COMPLETION_INDEX, PODSET_PREFERRED_TOPOLOGY, QUEUE_NAME_ANNOTATION, QUEUE_NAME_LABEL,
+};
 use kube_tas::synthetic::{NAMESPACE, RACK_LABEL, SyntheticCluster, job_yaml};
 use serde_json::{Map, Value, json};
 
@@ -46,14 +79,17 @@ const MIN_FEASIBLE_PERCENT: usize = 5;
 /// Per-request limit; a request that takes longer counts as an error.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Sequential filter/prioritize load against `kube-tas serve`, as kube-scheduler sends it.
+/// Sequential filter/prioritize load against `kube-tas serve`, as kube-scheduler sends it, or
+/// webhook load, as kube-apiserver sends it.
 #[derive(Debug, Parser)]
 #[command(name = "loadgen")]
 struct Args {
-    /// The extender's urlPrefix (plain HTTP); the verb is appended as `<url>/<verb>`.
-    #[arg(long, default_value = "http://127.0.0.1:8443/scheduler")]
-    url: String,
-    /// The extender verb to call.
+    /// Plain HTTP. For `filter`/`prioritize` the extender's urlPrefix, the verb appended as
+    /// `<url>/<verb>` (default `http://127.0.0.1:8443/scheduler`); for `mutate` the webhook's
+    /// full URL (default `http://127.0.0.1:8443/mutate`).
+    #[arg(long)]
+    url: Option<String>,
+    /// The extender verb to call, or `mutate` for the admission webhook.
     #[arg(long, value_enum, default_value_t = Verb::Filter)]
     verb: Verb,
     /// Node names per request: `sample` (kube-scheduler's default percentageOfNodesToScore:
@@ -66,15 +102,18 @@ struct Args {
     /// Requests sent first and not measured.
     #[arg(long, default_value_t = 200)]
     warmup: usize,
-    /// `lone`: a fresh pod with no owner and no TAS annotation each time; `gang`: the pods of a
-    /// Job of the cluster, cycling through completion indices.
-    #[arg(long, value_enum, default_value_t = PodKind::Lone)]
-    pod_kind: PodKind,
+    /// Extender verbs: `lone` (default), a fresh pod with no owner and no TAS annotation each
+    /// time; `gang`, the pods of a Job of the cluster, cycling through completion indices.
+    /// `mutate`: `job` (default), the AdmissionReview of a pending TAS Job; `pod`, those of its
+    /// pods as the Job controller creates them from its unpatched template.
+    #[arg(long, value_enum)]
+    pod_kind: Option<PodKind>,
     /// Manifest files or folders with the Nodes (and Jobs) `serve` was started with.
     #[arg(long)]
     cluster: Vec<PathBuf>,
     /// The Job whose pods `--pod-kind gang` sends (`NAME` or `NAMESPACE/NAME`); default: the
-    /// first Job.
+    /// first Job. With `--pod-kind job|pod`, the Job whose review (or whose pods' reviews)
+    /// `mutate` sends; default: the first pending TAS Job.
     #[arg(long)]
     job: Option<String>,
     /// Without `--cluster`: blocks of the generated names (as gen-cluster).
@@ -98,6 +137,8 @@ struct Args {
 enum Verb {
     Filter,
     Prioritize,
+    /// The mutating admission webhook.
+    Mutate,
 }
 
 impl Verb {
@@ -105,14 +146,46 @@ impl Verb {
         match self {
             Verb::Filter => "filter",
             Verb::Prioritize => "prioritize",
+            Verb::Mutate => "mutate",
         }
     }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum PodKind {
+    /// Extender: a new pod with no owner.
     Lone,
+    /// Extender: the pods of a Job.
     Gang,
+    /// Webhook: the AdmissionReview of a Job.
+    Job,
+    /// Webhook: the AdmissionReview of a Job's pod.
+    Pod,
+}
+
+impl PodKind {
+    /// The default for `verb`, or whether `self` goes with it.
+    fn for_verb(kind: Option<PodKind>, verb: Verb) -> Result<PodKind, String> {
+        let webhook = verb == Verb::Mutate;
+        match kind {
+            None if webhook => Ok(PodKind::Job),
+            None => Ok(PodKind::Lone),
+            Some(k @ (PodKind::Job | PodKind::Pod)) if webhook => Ok(k),
+            Some(k @ (PodKind::Lone | PodKind::Gang)) if !webhook => Ok(k),
+            Some(k) => Err(format!(
+                "--pod-kind {}: --verb {} takes {}",
+                k.to_possible_value()
+                    .map(|v| v.get_name().to_string())
+                    .unwrap_or_default(),
+                verb.as_str(),
+                if webhook {
+                    "job or pod"
+                } else {
+                    "lone or gang"
+                }
+            )),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,6 +245,32 @@ struct JobInfo {
     count: usize,
     /// `spec.template` (metadata and spec), possibly `null`.
     template: Value,
+    /// The whole Job as the manifest has it.
+    object: Value,
+}
+
+impl JobInfo {
+    /// A TAS Job for the webhook: it names a LocalQueue or carries a `podset-*` annotation.
+    fn is_tas(&self) -> bool {
+        let meta = &self.object["metadata"];
+        meta["labels"].get(QUEUE_NAME_LABEL).is_some()
+            || meta["annotations"].get(QUEUE_NAME_ANNOTATION).is_some()
+            || self.template["metadata"]["annotations"]
+                .as_object()
+                .is_some_and(|a| a.keys().any(|k| k.starts_with("kueue.x-k8s.io/podset-")))
+    }
+
+    /// A `Complete` or `Failed` condition that is `True`.
+    fn finished(&self) -> bool {
+        self.object["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| {
+                matches!(c["type"].as_str(), Some("Complete" | "Failed"))
+                    && c["status"].as_str() == Some("True")
+            })
+    }
 }
 
 /// What the cluster manifests provide.
@@ -179,6 +278,8 @@ struct JobInfo {
 struct ClusterNames {
     nodes: Vec<String>,
     jobs: Vec<JobInfo>,
+    /// (namespace, name) of the Jobs that a non-terminal pod names as its controller.
+    running_jobs: BTreeSet<(String, String)>,
 }
 
 impl ClusterNames {
@@ -197,8 +298,49 @@ impl ClusterNames {
         match kind {
             "Node" => self.nodes.push(name.to_string()),
             "Job" => self.jobs.push(job_info(&doc)),
+            "Pod" => {
+                let terminal = matches!(
+                    doc["status"]["phase"].as_str(),
+                    Some("Succeeded" | "Failed")
+                );
+                let owner = doc["metadata"]["ownerReferences"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|r| r["controller"] == Value::Bool(true) && r["kind"] == "Job");
+                if let (false, Some(owner)) = (terminal, owner) {
+                    let namespace = doc["metadata"]["namespace"]
+                        .as_str()
+                        .filter(|ns| !ns.is_empty())
+                        .unwrap_or(NAMESPACE);
+                    let job = owner["name"].as_str().unwrap_or_default();
+                    self.running_jobs
+                        .insert((namespace.to_string(), job.to_string()));
+                }
+            }
             _ => {}
         }
+    }
+
+    /// The Job `--job` names (`NAME` or `NAMESPACE/NAME`).
+    fn job_named(&self, wanted: &str) -> Result<&JobInfo, String> {
+        let (ns, name) = wanted.split_once('/').unwrap_or((NAMESPACE, wanted));
+        self.jobs
+            .iter()
+            .find(|j| j.namespace == ns && j.name == name)
+            .ok_or_else(|| format!("--job {wanted}: no such Job in the cluster"))
+    }
+
+    /// The first Job the webhook would admit and the extender would place: TAS, not finished,
+    /// no pod of its own yet.
+    fn first_pending_tas_job(&self) -> Option<&JobInfo> {
+        self.jobs.iter().find(|j| {
+            j.is_tas()
+                && !j.finished()
+                && !self
+                    .running_jobs
+                    .contains(&(j.namespace.clone(), j.name.clone()))
+        })
     }
 }
 
@@ -223,6 +365,7 @@ fn job_info(job: &Value) -> JobInfo {
         uid,
         count,
         template: spec["template"].clone(),
+        object: job.clone(),
     }
 }
 
@@ -324,7 +467,11 @@ fn generated_cluster(args: &Args) -> Result<ClusterNames, String> {
     for doc in parse_yaml(&yaml).map_err(|e| format!("generated Job: {e}"))? {
         jobs.push(job_info(&doc));
     }
-    Ok(ClusterNames { nodes, jobs })
+    Ok(ClusterNames {
+        nodes,
+        jobs,
+        running_jobs: BTreeSet::new(),
+    })
 }
 
 /// A stable UUID-shaped id for `key` (FNV-1a, twice).
@@ -636,6 +783,374 @@ fn base_pod(name: &str, uid: &str) -> Value {
     })
 }
 
+/// The ServiceAccount token volume the API server's ServiceAccount admission plugin adds to a
+/// pod (never to a Job's template).
+const SERVICE_ACCOUNT_VOLUME: &str = "kube-api-access-7xk2p";
+
+/// `job` as kube-apiserver hands it to mutating admission when `kubectl create` creates it:
+/// in-tree defaults applied (SetDefaults_Job, SetDefaults_PodSpec), `managedFields` from the
+/// field manager, no `uid`, `resourceVersion`, `spec.selector` or status yet (those come after
+/// admission). About 6 KB serialized.
+fn job_object(job: &JobInfo) -> Value {
+    let mut spec = match &job.object["spec"] {
+        Value::Object(spec) => spec.clone(),
+        _ => Map::new(),
+    };
+    if spec.get("manualSelector") != Some(&Value::Bool(true)) {
+        spec.remove("selector");
+    }
+    if !spec.contains_key("completions") && !spec.contains_key("parallelism") {
+        spec.insert("completions".to_string(), 1.into());
+    }
+    let backoff_limit = if spec.contains_key("backoffLimitPerIndex") {
+        Value::from(i32::MAX)
+    } else {
+        Value::from(6)
+    };
+    let pod_replacement_policy = if spec.contains_key("podFailurePolicy") {
+        "Failed"
+    } else {
+        "TerminatingOrFailed"
+    };
+    for (key, default) in [
+        ("parallelism", Value::from(1)),
+        ("backoffLimit", backoff_limit),
+        ("completionMode", Value::from("NonIndexed")),
+        ("suspend", Value::Bool(false)),
+        ("podReplacementPolicy", Value::from(pod_replacement_policy)),
+        ("manualSelector", Value::Bool(false)),
+    ] {
+        spec.entry(key).or_insert(default);
+    }
+    spec.insert("template".to_string(), job_template(job));
+
+    let meta = &job.object["metadata"];
+    let mut labels = meta["labels"].as_object().cloned().unwrap_or_default();
+    for (k, v) in [
+        ("app.kubernetes.io/name", "trainer"),
+        ("app.kubernetes.io/instance", job.name.as_str()),
+        ("app.kubernetes.io/component", "training"),
+        ("app.kubernetes.io/part-of", "ml-platform"),
+        ("app.kubernetes.io/managed-by", "kubectl"),
+        ("team", "ml-research"),
+        ("cost-center", "cc-4711"),
+        ("ml-platform.example.com/project", "llm-pretrain"),
+        ("ml-platform.example.com/tier", "research"),
+    ] {
+        labels.entry(k).or_insert_with(|| v.into());
+    }
+    let mut annotations = meta["annotations"].as_object().cloned().unwrap_or_default();
+    for (k, v) in [
+        ("owner", "ml-research@example.com"),
+        (
+            "ml-platform.example.com/submitted-by",
+            "jane.doe@example.com",
+        ),
+        ("ml-platform.example.com/notify", "chat:#ml-research-runs"),
+        (
+            "ml-platform.example.com/description",
+            "Pre-training ablation 12 of the 7B model: cosine schedule with a longer warmup, \
+             data mix v7 (code 18%, web 52%, books 12%, papers 18%); compare with ablation 9 \
+             at 20k steps before scaling out.",
+        ),
+        (
+            "ml-platform.example.com/experiment",
+            "llm-pretrain-7b/ablation-12",
+        ),
+        (
+            "ml-platform.example.com/git-commit",
+            "4f9c2e1b7a3d5c8e0f1a2b3c4d5e6f7a8b9c0d1e",
+        ),
+        (
+            "ml-platform.example.com/dataset",
+            "s3://datasets-example/pretrain/v7/shards-*.tar",
+        ),
+    ] {
+        annotations.entry(k).or_insert_with(|| v.into());
+    }
+    json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": job.name,
+            "namespace": job.namespace,
+            "labels": labels,
+            "annotations": annotations,
+            "managedFields": [{
+                "manager": "kubectl-create",
+                "operation": "Update",
+                "apiVersion": "batch/v1",
+                "time": "2026-01-01T00:00:00Z",
+                "fieldsType": "FieldsV1",
+                "fieldsV1": {
+                    "f:metadata": {"f:annotations": {".": {}}, "f:labels": {".": {}}},
+                    "f:spec": {
+                        "f:backoffLimit": {}, "f:completionMode": {}, "f:completions": {},
+                        "f:manualSelector": {}, "f:parallelism": {},
+                        "f:podReplacementPolicy": {}, "f:suspend": {},
+                        "f:template": {
+                            "f:metadata": {"f:annotations": {".": {}}, "f:labels": {".": {}}},
+                            "f:spec": {
+                                "f:containers": {".": {}}, "f:dnsPolicy": {},
+                                "f:restartPolicy": {}, "f:schedulerName": {},
+                                "f:securityContext": {".": {}},
+                                "f:terminationGracePeriodSeconds": {}, "f:volumes": {".": {}}
+                            }
+                        }
+                    }
+                }
+            }]
+        },
+        "spec": spec,
+        "status": {}
+    })
+}
+
+/// The Job's `spec.template` as it is stored: the manifest's template (its annotations and
+/// requests decide the webhook's answer) with the realistic container of [`base_pod`], less
+/// what only pods get (the ServiceAccount volume, the default tolerations, the priority, the
+/// completion-index variable).
+fn job_template(job: &JobInfo) -> Value {
+    let mut spec = gang_pod(job, 0)["spec"].take();
+    if let Some(volumes) = spec["volumes"].as_array_mut() {
+        volumes.retain(|v| v["name"] != SERVICE_ACCOUNT_VOLUME);
+    }
+    for container in spec["containers"].as_array_mut().into_iter().flatten() {
+        if let Some(mounts) = container["volumeMounts"].as_array_mut() {
+            mounts.retain(|m| m["name"] != SERVICE_ACCOUNT_VOLUME);
+        }
+        if let Some(env) = container["env"].as_array_mut() {
+            env.retain(|e| e["name"] != "JOB_COMPLETION_INDEX");
+        }
+    }
+    let own_tolerations: Vec<Value> = job.template["spec"]["tolerations"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let spec_map = spec.as_object_mut().expect("a pod spec is an object");
+    if own_tolerations.is_empty() {
+        spec_map.remove("tolerations");
+    } else {
+        spec_map.insert("tolerations".to_string(), Value::Array(own_tolerations));
+    }
+    for key in [
+        "serviceAccountName",
+        "serviceAccount",
+        "preemptionPolicy",
+        "hostname",
+    ] {
+        spec_map.remove(key);
+    }
+    if job.template["spec"]["priority"].is_null() {
+        spec_map.remove("priority");
+    }
+
+    let tmeta = &job.template["metadata"];
+    let mut labels = tmeta["labels"].as_object().cloned().unwrap_or_default();
+    let mut annotations = tmeta["annotations"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    add_template_extras(job, &mut labels, &mut annotations);
+    json!({"metadata": {"labels": labels, "annotations": annotations}, "spec": spec})
+}
+
+/// The labels and annotations a real training Job's pod template carries besides Kueue's
+/// (kept where the manifest sets them): what its pods inherit too.
+fn add_template_extras(
+    job: &JobInfo,
+    labels: &mut Map<String, Value>,
+    annotations: &mut Map<String, Value>,
+) {
+    for (k, v) in [
+        ("app.kubernetes.io/name", "trainer"),
+        ("app.kubernetes.io/instance", job.name.as_str()),
+        ("app.kubernetes.io/component", "training"),
+        ("team", "ml-research"),
+    ] {
+        labels.entry(k).or_insert_with(|| v.into());
+    }
+    let first_container = job.template["spec"]["containers"][0]["name"]
+        .as_str()
+        .unwrap_or("main")
+        .to_string();
+    let run_config = json!({
+        "model": {"name": "llm-7b", "layers": 32, "hidden": 4096, "heads": 32,
+                  "vocab": 32000, "seqLen": 4096, "precision": "bf16"},
+        "optimizer": {"name": "adamw", "lr": 0.0003, "betas": [0.9, 0.95],
+                      "weightDecay": 0.1, "warmupSteps": 2000, "schedule": "cosine"},
+        "data": {"train": "s3://datasets-example/pretrain/v7/train-*.tar",
+                 "eval": "s3://datasets-example/pretrain/v7/eval-*.tar",
+                 "tokenizer": "s3://models-example/tokenizers/llm-32k/v3"},
+        "parallelism": {"data": 8, "tensor": 2, "pipeline": 1, "zeroStage": 1},
+        "checkpoint": {"dir": "/scratch/ckpt", "everySteps": 1000, "keep": 3},
+        "batch": {"microBatch": 4, "globalBatch": 1024, "gradAccum": 16}
+    });
+    for (k, v) in [
+        ("prometheus.io/scrape", "true".to_string()),
+        ("prometheus.io/port", "9090".to_string()),
+        ("prometheus.io/path", "/metrics".to_string()),
+        ("kubectl.kubernetes.io/default-container", first_container),
+        (
+            "cluster-autoscaler.kubernetes.io/safe-to-evict",
+            "false".to_string(),
+        ),
+        ("ml-platform.example.com/run-config", run_config.to_string()),
+    ] {
+        annotations.entry(k).or_insert_with(|| v.into());
+    }
+}
+
+/// A pod of `job` with completion index `index` as kube-apiserver hands it to mutating
+/// admission when the Job controller creates it from the Job's unpatched template: no name yet
+/// (`generateName`), the controller `ownerReference` and tracking finalizer, the pod admission
+/// plugins' additions, `managedFields` of kube-controller-manager, an empty status.
+fn job_pod_object(job: &JobInfo, index: usize) -> Value {
+    let mut pod = gang_pod(job, index);
+    // What the template carries besides the manifest's (see `job_template`).
+    let (mut labels, mut annotations) = (Map::new(), Map::new());
+    add_template_extras(job, &mut labels, &mut annotations);
+    for (key, extras) in [("labels", labels), ("annotations", annotations)] {
+        if let Some(map) = pod["metadata"][key].as_object_mut() {
+            for (k, v) in extras {
+                map.entry(k).or_insert(v);
+            }
+        }
+    }
+    pod["apiVersion"] = "v1".into();
+    pod["kind"] = "Pod".into();
+    let meta = pod["metadata"]
+        .as_object_mut()
+        .expect("a pod's metadata is an object");
+    for key in ["name", "uid", "resourceVersion", "creationTimestamp"] {
+        meta.remove(key);
+    }
+    meta.insert(
+        "finalizers".to_string(),
+        json!(["batch.kubernetes.io/job-tracking"]),
+    );
+    // Only the controller's own entry: the scheduler has not seen the pod yet.
+    if let Some(fields) = meta.get_mut("managedFields").and_then(Value::as_array_mut) {
+        fields.truncate(1);
+    }
+    pod["status"] = json!({});
+    pod
+}
+
+/// Who creates the object: a user applying the Job, or the Job controller creating its pods.
+fn creator(kind: PodKind) -> Value {
+    match kind {
+        PodKind::Pod => json!({
+            "username": "system:serviceaccount:kube-system:job-controller",
+            "uid": fake_uid("serviceaccount/kube-system/job-controller"),
+            "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system",
+                       "system:authenticated"]
+        }),
+        _ => json!({
+            "username": "kubernetes-admin",
+            "groups": ["kubeadm:cluster-admins", "system:authenticated"]
+        }),
+    }
+}
+
+/// The AdmissionReview kube-apiserver sends for the CREATE of `object` (a Job or a Pod) by
+/// `user` (extender-protocol.md §4.1); `name` is left out for a `generateName` object.
+fn review_body(uid: &str, object: &Value, user: &Value) -> Bytes {
+    let (group, resource) = match object["kind"].as_str() {
+        Some("Job") => ("batch", "jobs"),
+        _ => ("", "pods"),
+    };
+    let gvk = json!({"group": group, "version": "v1", "kind": object["kind"]});
+    let gvr = json!({"group": group, "version": "v1", "resource": resource});
+    let mut request = json!({
+        "uid": uid,
+        "kind": gvk,
+        "resource": gvr,
+        "requestKind": gvk,
+        "requestResource": gvr,
+        "namespace": object["metadata"]["namespace"],
+        "operation": "CREATE",
+        "userInfo": user,
+        "object": object,
+        "oldObject": null,
+        "dryRun": false,
+        "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"}
+    });
+    if let Some(name) = object["metadata"]["name"]
+        .as_str()
+        .filter(|n| !n.is_empty())
+    {
+        request["name"] = name.into();
+    }
+    let review = json!({"apiVersion": API_VERSION, "kind": KIND, "request": request});
+    Bytes::from(review.to_string())
+}
+
+/// The webhook's answer to the review with `uid`: HTTP 200, an AdmissionReview echoing it,
+/// `allowed: true` with a non-empty JSON Patch (applied to `object` when given). The patch's
+/// operation count, or why the answer does not count as served.
+fn check_review(
+    status: StatusCode,
+    body: &[u8],
+    uid: &str,
+    object: Option<&Value>,
+) -> Result<usize, String> {
+    let text = || String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned();
+    if status != StatusCode::OK {
+        return Err(format!("HTTP {status}: {}", text()));
+    }
+    let review: AdmissionReviewOut = serde_json::from_slice(body)
+        .map_err(|e| format!("not an AdmissionReview ({e}): {}", text()))?;
+    if review.api_version != API_VERSION || review.kind != KIND {
+        return Err(format!(
+            "answer is {} {}, not {API_VERSION} {KIND}",
+            review.api_version, review.kind
+        ));
+    }
+    let response = &review.response;
+    if response.uid != uid {
+        return Err(format!("response.uid {:?}, want {uid:?}", response.uid));
+    }
+    if !response.allowed {
+        return Err(match &response.status {
+            Some(s) => format!("denied ({}): {}", s.code, s.message),
+            None => "denied without a status".to_string(),
+        });
+    }
+    let patch = match (response.patch_type.as_deref(), &response.patch) {
+        (Some("JSONPatch"), Some(patch)) => patch,
+        (None, None) => return Err("allowed without a patch: nothing was injected".to_string()),
+        (t, p) => {
+            return Err(format!(
+                "patchType {t:?} with patch {:?}",
+                p.as_ref().map(|p| &p[..p.len().min(40)])
+            ));
+        }
+    };
+    let bytes = STANDARD
+        .decode(patch)
+        .map_err(|e| format!("response.patch is not standard base64: {e}"))?;
+    let operations: json_patch::Patch = serde_json::from_slice(&bytes).map_err(|e| {
+        format!(
+            "response.patch is not a JSON Patch ({e}): {}",
+            String::from_utf8_lossy(&bytes)
+        )
+    })?;
+    if operations.is_empty() {
+        return Err("allowed with an empty patch".to_string());
+    }
+    if let Some(object) = object {
+        let mut patched = object.clone();
+        json_patch::patch(&mut patched, &operations).map_err(|e| {
+            format!(
+                "the patch does not apply to the object ({e}): {}",
+                String::from_utf8_lossy(&bytes)
+            )
+        })?;
+    }
+    Ok(operations.len())
+}
+
 /// The candidate names of request `i`: kube-scheduler starts each search where the previous
 /// one stopped (`nextStartNodeIndex`), so consecutive windows of `k` names, wrapping around.
 fn names_window(quoted: &[String], k: usize, i: usize, out: &mut String) {
@@ -677,6 +1192,7 @@ fn check_response(verb: Verb, status: StatusCode, body: &[u8]) -> Option<String>
             Some(Some(error)) => Some(format!("filter Error: {error}")),
             _ => Some(format!("not an ExtenderFilterResult: {}", text())),
         },
+        Verb::Mutate => Some("a webhook answer is checked by check_review".to_string()),
         Verb::Prioritize => {
             let ok = answer.as_array().is_some_and(|hosts| {
                 hosts
@@ -723,9 +1239,15 @@ async fn main() -> ExitCode {
 
 /// Runs the load; `Ok(false)` when some request failed.
 async fn run(args: Args) -> Result<bool, String> {
-    let uri: Uri = format!("{}/{}", args.url.trim_end_matches('/'), args.verb.as_str())
-        .parse()
-        .map_err(|e| format!("--url {:?}: {e}", args.url))?;
+    let webhook = args.verb == Verb::Mutate;
+    let pod_kind = PodKind::for_verb(args.pod_kind, args.verb)?;
+    let url = match &args.url {
+        Some(url) if webhook => url.clone(),
+        Some(url) => format!("{}/{}", url.trim_end_matches('/'), args.verb.as_str()),
+        None if webhook => "http://127.0.0.1:8443/mutate".to_string(),
+        None => format!("http://127.0.0.1:8443/scheduler/{}", args.verb.as_str()),
+    };
+    let uri: Uri = url.parse().map_err(|e| format!("--url {url:?}: {e}"))?;
     if uri.scheme_str() != Some("http") {
         return Err(format!(
             "--url {uri}: only plain http (run `kube-tas serve` without --tls-cert on loopback)"
@@ -738,10 +1260,10 @@ async fn run(args: Args) -> Result<bool, String> {
     } else {
         load_cluster(&args.cluster)?
     };
-    if cluster.nodes.is_empty() {
+    if cluster.nodes.is_empty() && !webhook {
         return Err("no Node in the cluster".to_string());
     }
-    let job = match (args.pod_kind, &args.job) {
+    let job = match (pod_kind, &args.job) {
         (PodKind::Lone, _) => None,
         (PodKind::Gang, None) => Some(
             cluster
@@ -749,16 +1271,12 @@ async fn run(args: Args) -> Result<bool, String> {
                 .first()
                 .ok_or("--pod-kind gang: the cluster has no Job")?,
         ),
-        (PodKind::Gang, Some(wanted)) => {
-            let (ns, name) = wanted.split_once('/').unwrap_or((NAMESPACE, wanted));
-            Some(
-                cluster
-                    .jobs
-                    .iter()
-                    .find(|j| j.namespace == ns && j.name == name)
-                    .ok_or_else(|| format!("--job {wanted}: no such Job in the cluster"))?,
-            )
-        }
+        (PodKind::Job | PodKind::Pod, None) => Some(cluster.first_pending_tas_job().ok_or(
+            "--verb mutate: the cluster has no pending TAS Job (one naming a queue or carrying \
+             a kueue.x-k8s.io/podset-* annotation, not finished, with no pod yet); name one \
+             with --job",
+        )?),
+        (_, Some(wanted)) => Some(cluster.job_named(wanted)?),
     };
     let per_request = args.names.per_request(cluster.nodes.len());
     let quoted: Vec<String> = cluster
@@ -774,6 +1292,12 @@ async fn run(args: Args) -> Result<bool, String> {
         cluster.jobs.len(),
         loaded.elapsed()
     );
+    // The webhook's objects: the Job (the same each time), or its pods (built per request).
+    let job_review_object = match (pod_kind, job) {
+        (PodKind::Job, Some(job)) => Some(job_object(job)),
+        _ => None,
+    };
+    let user = creator(pod_kind);
 
     let mut connector = HttpConnector::new();
     // Go's net/http sets TCP_NODELAY too; without it small bodies wait for delayed ACKs.
@@ -790,6 +1314,7 @@ async fn run(args: Args) -> Result<bool, String> {
     let mut request_bytes = 0u64;
     let mut pod_bytes = 0u64;
     let mut with_passing = 0usize;
+    let mut patch_ops: Option<usize> = None;
     let mut window = String::new();
     let mut measured_start = Instant::now();
 
@@ -798,19 +1323,39 @@ async fn run(args: Args) -> Result<bool, String> {
         if i == args.warmup {
             measured_start = Instant::now();
         }
-        let pod = pod_json(args.pod_kind, job, i);
-        let names = match &all_names {
-            Some(all) => all.as_str(),
-            None => {
-                window.clear();
-                names_window(&quoted, per_request, i, &mut window);
-                window.as_str()
+        // The request body, the size of the object in it, and for the webhook the review's
+        // uid and (first request only) the object its patch must apply to.
+        let (body, object_bytes, review) = match (pod_kind, job) {
+            (PodKind::Job | PodKind::Pod, Some(job)) => {
+                let built;
+                let object = match &job_review_object {
+                    Some(object) => object,
+                    None => {
+                        built = job_pod_object(job, i % job.count);
+                        &built
+                    }
+                };
+                let uid = fake_uid(&format!("review/{i}"));
+                let body = review_body(&uid, object, &user);
+                let check_patch_on = (i == 0).then(|| object.clone());
+                (body, object.to_string().len(), Some((uid, check_patch_on)))
+            }
+            _ => {
+                let pod = pod_json(pod_kind, job, i);
+                let names = match &all_names {
+                    Some(all) => all.as_str(),
+                    None => {
+                        window.clear();
+                        names_window(&quoted, per_request, i, &mut window);
+                        window.as_str()
+                    }
+                };
+                (request_body(&pod, names), pod.to_string().len(), None)
             }
         };
-        let body = request_body(&pod, names);
         if measured {
             request_bytes += body.len() as u64;
-            pod_bytes += pod.to_string().len() as u64;
+            pod_bytes += object_bytes as u64;
         }
         let request = Request::builder()
             .method(Method::POST)
@@ -847,7 +1392,18 @@ async fn run(args: Args) -> Result<bool, String> {
                         with_passing += usize::from(passing);
                     }
                 }
-                check_response(args.verb, status, &body)
+                match &review {
+                    Some((uid, object)) => {
+                        match check_review(status, &body, uid, object.as_ref()) {
+                            Ok(ops) => {
+                                patch_ops.get_or_insert(ops);
+                                None
+                            }
+                            Err(problem) => Some(problem),
+                        }
+                    }
+                    None => check_response(args.verb, status, &body),
+                }
             }
         };
         if let Some(problem) = problem {
@@ -868,19 +1424,34 @@ async fn run(args: Args) -> Result<bool, String> {
     let n = args.requests.max(1) as u64;
     let mut report = String::new();
     let _ = writeln!(report, "url            {uri}");
-    let pods = match job {
-        Some(j) => format!(
+    let sent = match (pod_kind, job) {
+        (PodKind::Job, Some(j)) => format!(
+            "job: AdmissionReview (CREATE) of Job {}/{}, a new uid per request",
+            j.namespace, j.name
+        ),
+        (PodKind::Pod, Some(j)) => format!(
+            "pod: AdmissionReview (CREATE) of the pods of Job {}/{} from its unpatched \
+             template (indices 0..{})",
+            j.namespace, j.name, j.count
+        ),
+        (_, Some(j)) => format!(
             "gang: pods of Job {}/{} (indices 0..{})",
             j.namespace, j.name, j.count
         ),
-        None => "lone: a new pod per request, no owner".to_string(),
+        (_, None) => "lone: a new pod per request, no owner".to_string(),
     };
-    let _ = writeln!(report, "pods           {pods}");
     let _ = writeln!(
         report,
-        "names          {per_request} per request, of {} nodes",
-        cluster.nodes.len()
+        "{:<15}{sent}",
+        if webhook { "reviews" } else { "pods" }
     );
+    if !webhook {
+        let _ = writeln!(
+            report,
+            "names          {per_request} per request, of {} nodes",
+            cluster.nodes.len()
+        );
+    }
     let _ = writeln!(
         report,
         "requests       {} (+{} warmup)",
@@ -893,9 +1464,13 @@ async fn run(args: Args) -> Result<bool, String> {
     if let Some(e) = &first_error {
         let _ = writeln!(report, "first error    {e}");
     }
+    let object_kind = match pod_kind {
+        PodKind::Job => "Job",
+        _ => "Pod",
+    };
     let _ = writeln!(
         report,
-        "request bytes  {} (mean; Pod {} B)",
+        "request bytes  {} (mean; {object_kind} {} B)",
         request_bytes / n,
         pod_bytes / n
     );
@@ -903,6 +1478,13 @@ async fn run(args: Args) -> Result<bool, String> {
         let _ = writeln!(
             report,
             "passing        {with_passing} answers with at least one node"
+        );
+    }
+    if webhook {
+        let _ = writeln!(
+            report,
+            "patch          {} operations (first allowed answer)",
+            patch_ops.map_or_else(|| "no".to_string(), |n| n.to_string())
         );
     }
     for (label, p) in [
