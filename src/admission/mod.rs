@@ -128,7 +128,12 @@ pub fn admit(
         }
         let flavor_name = tas_flavor_for(&spec, cq_name, cq, cluster)?;
         let flavor = &cluster.resource_flavors[&flavor_name];
-        check_node_selector(&spec, &flavor_name, flavor)?;
+        check_node_selector(
+            &spec,
+            &spec_path(&ps.annotations_path),
+            &flavor_name,
+            flavor,
+        )?;
         let topology_name = flavor.spec.topology_name.clone().unwrap_or_default();
         let topology = cluster.topologies.get(&topology_name).ok_or_else(|| {
             Denial::new(format!(
@@ -301,9 +306,19 @@ fn tas_flavor_for(
     })
 }
 
+/// Where the pod spec sits next to the annotations: `spec` for a Pod, `spec.template.spec`
+/// for a Job.
+fn spec_path(annotations_path: &str) -> String {
+    match annotations_path.strip_suffix("metadata.annotations") {
+        Some(prefix) => format!("{prefix}spec"),
+        None => "spec".to_string(),
+    }
+}
+
 /// A nodeSelector key the user set to another value than the flavor's nodeLabels.
 fn check_node_selector(
     spec: &PodSetSpec,
+    spec_path: &str,
     flavor_name: &str,
     flavor: &ResourceFlavor,
 ) -> Result<(), Denial> {
@@ -312,8 +327,8 @@ fn check_node_selector(
             && user != v
         {
             return Err(Denial::new(format!(
-                "spec.nodeSelector[{k}]: Invalid value: {user:?}: ResourceFlavor \"{flavor_name}\" \
-                 places pod set \"{}\" on nodes with {k}={v}",
+                "{spec_path}.nodeSelector[{k}]: Invalid value: {user:?}: ResourceFlavor \
+                 \"{flavor_name}\" places pod set \"{}\" on nodes with {k}={v}",
                 spec.name
             )));
         }

@@ -172,12 +172,15 @@ impl Webhook {
             Ok(w) => w,
             Err(e) => return Decision::deny(422, e.to_string()),
         };
-        let (injection, warnings) = match self.injection(&workload) {
+        let Found {
+            mut injection,
+            warnings,
+            ..
+        } = match self.injection(&workload) {
             Ok(Some(found)) => found,
             Ok(None) => return Decision::allow(),
             Err(d) => return d.into(),
         };
-        let mut injection = injection;
         injection.annotations = stamps(&workload);
         // `workload_of_job` refused a Job without `spec.template.spec`.
         let (Some(template), Some(spec)) = (template, template.and_then(|t| t.spec.as_ref()))
@@ -246,7 +249,11 @@ impl Webhook {
                 (&owned, false)
             }
         };
-        let (mut injection, warnings) = match self.injection(workload) {
+        let Found {
+            mut injection,
+            warnings,
+            flavor,
+        } = match self.injection(workload) {
             Ok(Some(found)) => found,
             Ok(None) => return Decision::allow(),
             Err(d) => return d.into(),
@@ -255,11 +262,23 @@ impl Webhook {
             injection.annotations = stamps(workload);
         }
         let no_spec = Default::default();
+        let spec = pod.spec.as_ref().unwrap_or(&no_spec);
+        // A Job's pod was checked as its Job's template; its own spec may still differ.
+        if let Some((key, have, want)) = injection.node_selector_conflict(spec) {
+            return Decision::deny(
+                403,
+                format!(
+                    "spec.nodeSelector[{key}]: Invalid value: {have:?}: ResourceFlavor \
+                     \"{flavor}\" places {} on nodes with {key}={want}",
+                    workload_label(workload)
+                ),
+            );
+        }
         let now = PodTemplateNow {
             at: &[],
             has_metadata: true,
             annotations,
-            spec: pod.spec.as_ref().unwrap_or(&no_spec),
+            spec,
         };
         Decision::Allow {
             patch: injection.patch_for(&now),
@@ -269,7 +288,7 @@ impl Webhook {
 
     /// Admits `workload`; for a TAS PodSet, what its pods must carry. `Ok(None)`: not placed
     /// by kube-tas.
-    fn injection(&self, workload: &Workload) -> Result<Option<(Injection, Vec<String>)>, Denial> {
+    fn injection(&self, workload: &Workload) -> Result<Option<Found>, Denial> {
         let Some(Admitted { pod_sets, warnings }) = admit(workload, &self.view, &self.gates)?
         else {
             return Ok(None);
@@ -281,14 +300,27 @@ impl Webhook {
         let Some(rf) = self.view.resource_flavors.get(flavor) else {
             return Ok(None);
         };
-        Ok(Some((Injection::of_flavor(rf, BTreeMap::new()), warnings)))
+        Ok(Some(Found {
+            injection: Injection::of_flavor(rf, BTreeMap::new()),
+            warnings,
+            flavor: flavor.clone(),
+        }))
     }
 }
 
-/// The stamps of a Job's pods: gang size and queue.
+/// What an admitted TAS workload's pods must carry, and what to tell the user.
+struct Found {
+    injection: Injection,
+    warnings: Vec<String>,
+    /// The ResourceFlavor's name, for messages.
+    flavor: String,
+}
+
+/// The stamps of a Job's pods: gang size and queue. A Job with no pods to run
+/// (`parallelism: 0`) gets no size stamp rather than an unusable `0`.
 pub fn stamps(workload: &Workload) -> BTreeMap<String, String> {
     let mut stamps = BTreeMap::new();
-    if let Some(ps) = workload.pod_sets.first() {
+    if let Some(ps) = workload.pod_sets.first().filter(|ps| ps.spec.count > 0) {
         stamps.insert(
             keys::STAMP_POD_GROUP_TOTAL_COUNT.to_string(),
             ps.spec.count.to_string(),
@@ -298,6 +330,11 @@ pub fn stamps(workload: &Workload) -> BTreeMap<String, String> {
         stamps.insert(keys::STAMP_QUEUE_NAME.to_string(), queue.clone());
     }
     stamps
+}
+
+/// `Job ns/name`, `Pod ns/name`, `PodGroup ns/name`: what a pod was admitted as.
+fn workload_label(w: &Workload) -> String {
+    format!("{} {}/{}", w.kind, w.namespace, w.name)
 }
 
 /// The two kinds the webhook mutates.

@@ -2,13 +2,17 @@
 //!
 //! An [`Injection`] is the desired end state: the flavor's `nodeLabels` in `nodeSelector`,
 //! its tolerations, and kube-tas's stamps (gang size and queue of a Job's pods). A patch adds
-//! only what the object lacks, so applying it twice, or to a pod whose Job template was
-//! already patched, changes nothing: an object that already has everything gets no patch.
-//! Admission has already refused a `nodeSelector` key set to another value.
+//! only what the object lacks and sets a stamp that says something else, so applying it
+//! twice, or to a pod whose Job template was already patched, changes nothing: an object
+//! that already has everything gets no patch. A `nodeSelector` key set to another value is
+//! never overwritten: [`Injection::node_selector_conflict`] finds it, and the webhook denies.
+//!
+//! Tolerations are compared as the API server reads them: an omitted `operator` is `Equal`,
+//! an omitted `value` or `effect` is empty.
 //!
 //! JSON Patch rules kept here: a missing map or array is added whole (an `add` below a
 //! missing parent fails); keys are escaped (`/` → `~1`, `~` → `~0`) by building paths from
-//! tokens; tolerations are appended with `/-`; an existing annotation is never overwritten.
+//! tokens; tolerations are appended with `/-`; `add` on an existing member replaces it.
 
 use std::collections::BTreeMap;
 
@@ -26,7 +30,7 @@ pub struct Injection {
     pub node_selector: BTreeMap<String, String>,
     /// The flavor's tolerations.
     pub tolerations: Vec<Toleration>,
-    /// Annotations (kube-tas's stamps), added only where absent.
+    /// Annotations (kube-tas's stamps), set where absent or different.
     pub annotations: BTreeMap<String, String>,
 }
 
@@ -64,7 +68,7 @@ impl Injection {
         let missing: BTreeMap<&String, &String> = self
             .annotations
             .iter()
-            .filter(|(k, _)| now.annotations.is_none_or(|a| !a.contains_key(*k)))
+            .filter(|(k, v)| now.annotations.is_none_or(|a| a.get(*k) != Some(*v)))
             .collect();
         if !missing.is_empty() {
             let map = string_map(missing);
@@ -108,7 +112,7 @@ impl Injection {
         let missing: Vec<&Toleration> = self
             .tolerations
             .iter()
-            .filter(|t| current.is_none_or(|c| !c.contains(t)))
+            .filter(|t| current.is_none_or(|c| !contains_toleration(c, t)))
             .collect();
         if !missing.is_empty() {
             match current {
@@ -127,7 +131,7 @@ impl Injection {
     /// pods from), with the same rules as [`Self::patch_for`].
     pub fn apply(&self, spec: &mut PodSpec, annotations: &mut BTreeMap<String, String>) {
         for (k, v) in &self.annotations {
-            annotations.entry(k.clone()).or_insert_with(|| v.clone());
+            annotations.insert(k.clone(), v.clone());
         }
         if !self.node_selector.is_empty() {
             let selector = spec.node_selector.get_or_insert_with(BTreeMap::new);
@@ -138,12 +142,46 @@ impl Injection {
         if !self.tolerations.is_empty() {
             let tolerations = spec.tolerations.get_or_insert_with(Vec::new);
             for t in &self.tolerations {
-                if !tolerations.contains(t) {
+                if !contains_toleration(tolerations, t) {
                     tolerations.push(t.clone());
                 }
             }
         }
     }
+
+    /// The first `nodeSelector` key of `spec` set to another value than the flavor's:
+    /// `(key, the spec's value, the flavor's value)`.
+    pub fn node_selector_conflict<'a>(
+        &'a self,
+        spec: &'a PodSpec,
+    ) -> Option<(&'a str, &'a str, &'a str)> {
+        let current = spec.node_selector.as_ref()?;
+        self.node_selector.iter().find_map(|(k, want)| {
+            current
+                .get(k)
+                .filter(|have| *have != want)
+                .map(|have| (k.as_str(), have.as_str(), want.as_str()))
+        })
+    }
+}
+
+/// Whether `list` holds a toleration equal to `t` as the API server reads them.
+fn contains_toleration(list: &[Toleration], t: &Toleration) -> bool {
+    list.iter().any(|have| same_toleration(have, t))
+}
+
+fn same_toleration(a: &Toleration, b: &Toleration) -> bool {
+    let text = |v: &Option<String>| v.clone().unwrap_or_default();
+    let operator = |v: &Option<String>| {
+        v.clone()
+            .filter(|o| !o.is_empty())
+            .unwrap_or_else(|| "Equal".to_string())
+    };
+    text(&a.key) == text(&b.key)
+        && operator(&a.operator) == operator(&b.operator)
+        && text(&a.value) == text(&b.value)
+        && text(&a.effect) == text(&b.effect)
+        && a.toleration_seconds == b.toleration_seconds
 }
 
 fn add(path: PointerBuf, value: Value) -> PatchOperation {
@@ -236,17 +274,20 @@ mod tests {
             spec: &spec,
         };
         let ops = injection().patch_for(&now);
-        // Only the selector key is missing: the toleration is there, the stamp is not
-        // overwritten.
-        assert_eq!(ops.len(), 1, "{ops:?}");
+        // The selector key is missing and the stamp says something else; the toleration is
+        // there.
+        assert_eq!(ops.len(), 2, "{ops:?}");
         let text = serde_json::to_string(&ops).unwrap();
         assert!(
             text.contains("/spec/nodeSelector/cloud.com~1pool"),
             "{text}"
         );
+        let stamp =
+            r#""path":"/metadata/annotations/kube-tas.io~1pod-group-total-count","value":"4""#;
+        assert!(text.contains(stamp), "{text}");
 
         injection().apply(&mut spec, &mut annotations);
-        assert_eq!(annotations["kube-tas.io/pod-group-total-count"], "9");
+        assert_eq!(annotations["kube-tas.io/pod-group-total-count"], "4");
         assert_eq!(spec.tolerations.as_ref().unwrap().len(), 2);
         let now = PodTemplateNow {
             at: &[],
@@ -255,6 +296,43 @@ mod tests {
             spec: &spec,
         };
         assert!(injection().patch_for(&now).is_empty());
+    }
+
+    #[test]
+    fn an_omitted_operator_is_equal_and_conflicts_are_found() {
+        let flavor = Toleration {
+            key: Some("pool".to_string()),
+            operator: Some("Equal".to_string()),
+            value: Some("gpu".to_string()),
+            effect: Some("NoSchedule".to_string()),
+            ..Default::default()
+        };
+        let user = Toleration {
+            operator: None,
+            ..flavor.clone()
+        };
+        let spec = PodSpec {
+            tolerations: Some(vec![user]),
+            node_selector: Some([("cloud.com/pool".to_string(), "cpu".to_string())].into()),
+            ..Default::default()
+        };
+        let inj = Injection {
+            tolerations: vec![flavor],
+            ..injection()
+        };
+        let now = PodTemplateNow {
+            at: &[],
+            has_metadata: true,
+            annotations: Some(&inj.annotations),
+            spec: &spec,
+        };
+        let text = serde_json::to_string(&inj.patch_for(&now)).unwrap();
+        assert!(!text.contains("tolerations"), "{text}");
+        assert_eq!(
+            inj.node_selector_conflict(&spec),
+            Some(("cloud.com/pool", "cpu", "gpu"))
+        );
+        assert_eq!(inj.node_selector_conflict(&PodSpec::default()), None);
     }
 
     #[test]
