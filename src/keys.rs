@@ -16,6 +16,8 @@ pub const PODSET_SLICE_SIZE: &str = "kueue.x-k8s.io/podset-slice-size";
 /// Pod-template annotation: multi-layer slice constraints, a JSON array outermost first.
 pub const PODSET_SLICE_REQUIRED_TOPOLOGY_CONSTRAINTS: &str =
     "kueue.x-k8s.io/podset-slice-required-topology-constraints";
+/// What every PodSet topology annotation starts with.
+pub const PODSET_ANNOTATION_PREFIX: &str = "kueue.x-k8s.io/podset-";
 /// Pod-template annotation: joins two PodSets (leader and workers).
 pub const PODSET_GROUP_NAME: &str = "kueue.x-k8s.io/podset-group-name";
 

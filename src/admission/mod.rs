@@ -82,7 +82,7 @@ pub fn admit(
     let has_tas_annotation = workload.pod_sets.iter().any(|ps| {
         ps.annotations
             .keys()
-            .any(|k| k.starts_with("kueue.x-k8s.io/podset-"))
+            .any(|k| k.starts_with(keys::PODSET_ANNOTATION_PREFIX))
     });
     if workload.queue_name.is_none() && !has_tas_annotation {
         return Ok(None);

@@ -27,8 +27,8 @@ use super::patch::{Injection, PodTemplateNow};
 use super::review::{AdmissionRequest, GroupVersionKind};
 use super::{Admitted, Denial, admit};
 use crate::cluster::{
-    Cluster, Workload, controller_job_of, namespace_or_default, workload_of_job, workload_of_pod,
-    workload_of_stamped_job_pod,
+    Cluster, Workload, controller_job_of, name_or_generate_name, namespace_or_default,
+    pod_marks_tas, workload_of_job, workload_of_pod, workload_of_stamped_job_pod,
 };
 use crate::keys;
 use crate::plans::PlanBook;
@@ -204,16 +204,9 @@ impl Webhook {
     pub fn pod(&self, pod: &Pod) -> Decision {
         let meta = &pod.metadata;
         let annotations = meta.annotations.as_ref();
-        let marked = names_queue(meta)
-            || has_podset_annotation(annotations)
-            || annotations.is_some_and(|a| a.contains_key(keys::STAMP_QUEUE_NAME));
+        let marked = pod_marks_tas(meta);
         let namespace = namespace_or_default(meta);
-        let name = meta
-            .name
-            .clone()
-            .filter(|n| !n.is_empty())
-            .or_else(|| meta.generate_name.clone())
-            .unwrap_or_default();
+        let name = name_or_generate_name(meta);
         let owned;
         let (workload, stamp) = match controller_job_of(meta) {
             Some(job) => {
@@ -399,5 +392,8 @@ fn names_queue(meta: &ObjectMeta) -> bool {
 }
 
 fn has_podset_annotation(annotations: Option<&BTreeMap<String, String>>) -> bool {
-    annotations.is_some_and(|a| a.keys().any(|k| k.starts_with("kueue.x-k8s.io/podset-")))
+    annotations.is_some_and(|a| {
+        a.keys()
+            .any(|k| k.starts_with(keys::PODSET_ANNOTATION_PREFIX))
+    })
 }

@@ -30,8 +30,8 @@ pub use load::{LoadError, load_paths};
 pub use pod_requests::pod_requests;
 pub use quantity::{QuantityError, QuantityValue, parse_quantity};
 pub use workloads::{
-    controller_job_of, namespace_or_default, workload_of_job, workload_of_pod,
-    workload_of_stamped_job_pod,
+    controller_job_of, name_or_generate_name, namespace_or_default, pod_marks_tas, workload_of_job,
+    workload_of_pod, workload_of_stamped_job_pod,
 };
 
 /// Everything kube-tas knows about a cluster.

@@ -228,10 +228,7 @@ pub fn workload_of_pod(pod: &Pod) -> Result<Workload, FieldError> {
             pod_set.spec.count = total_count(&pod.metadata)?;
             (WorkloadKind::PodGroup, group)
         }
-        None => (
-            WorkloadKind::Pod,
-            pod.metadata.name.clone().unwrap_or_default(),
-        ),
+        None => (WorkloadKind::Pod, name_or_generate_name(&pod.metadata)),
     };
     Ok(Workload {
         kind,
@@ -243,17 +240,35 @@ pub fn workload_of_pod(pod: &Pod) -> Result<Workload, FieldError> {
     })
 }
 
+/// `metadata.name`, or `generateName` while the API server has not named the object yet (a
+/// CREATE in admission).
+pub fn name_or_generate_name(meta: &ObjectMeta) -> String {
+    meta.name
+        .clone()
+        .filter(|n| !n.is_empty())
+        .or_else(|| meta.generate_name.clone())
+        .unwrap_or_default()
+}
+
+/// Whether a pod asks for kube-tas: it names a queue (label or legacy annotation), carries a
+/// `kueue.x-k8s.io/podset-*` annotation, or the queue stamp of a TAS Job's template.
+pub fn pod_marks_tas(meta: &ObjectMeta) -> bool {
+    meta.labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(keys::QUEUE_NAME_LABEL))
+        || meta.annotations.as_ref().is_some_and(|a| {
+            a.contains_key(keys::QUEUE_NAME_ANNOTATION)
+                || a.contains_key(keys::STAMP_QUEUE_NAME)
+                || a.keys()
+                    .any(|k| k.starts_with(keys::PODSET_ANNOTATION_PREFIX))
+        })
+}
+
 /// A Job as admission sees it (the webhook's `request.object`): one workload with the
 /// PodSet `main`, sized as Kueue sizes it. The namespace is `default` when the object has none.
 pub fn workload_of_job(job: &Job) -> Result<Workload, FieldError> {
     let namespace = namespace_or_default(&job.metadata);
-    let name = job
-        .metadata
-        .name
-        .clone()
-        .filter(|n| !n.is_empty())
-        .or_else(|| job.metadata.generate_name.clone())
-        .unwrap_or_default();
+    let name = name_or_generate_name(&job.metadata);
     job_workload(job, &Source::default(), namespace, name)
 }
 

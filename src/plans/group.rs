@@ -5,7 +5,10 @@ use std::fmt;
 
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
 
-use crate::cluster::{WorkloadKind, controller_job_of, namespace_or_default, pod_requests};
+use crate::cluster::{
+    WorkloadKind, controller_job_of, name_or_generate_name, namespace_or_default, pod_marks_tas,
+    pod_requests,
+};
 use crate::keys;
 use crate::topology::ResourceList;
 
@@ -51,12 +54,7 @@ impl PodFacts {
     pub fn of(pod: &Pod) -> Result<Self, String> {
         let meta = &pod.metadata;
         let namespace = namespace_or_default(meta);
-        let name = meta
-            .name
-            .clone()
-            .filter(|n| !n.is_empty())
-            .or_else(|| meta.generate_name.clone())
-            .unwrap_or_default();
+        let name = name_or_generate_name(meta);
         if name.is_empty() {
             return Err("Pod: metadata.name: Required value".to_string());
         }
@@ -103,12 +101,7 @@ impl PodFacts {
                 )
             })?),
         };
-        let tas_marked = labels.is_some_and(|l| l.contains_key(keys::QUEUE_NAME_LABEL))
-            || annotations.is_some_and(|a| {
-                a.contains_key(keys::QUEUE_NAME_ANNOTATION)
-                    || a.contains_key(keys::STAMP_QUEUE_NAME)
-                    || a.keys().any(|k| k.starts_with("kueue.x-k8s.io/podset-"))
-            });
+        let tas_marked = pod_marks_tas(meta);
         Ok(Self {
             uid,
             namespace,
