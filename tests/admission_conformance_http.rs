@@ -24,6 +24,8 @@
 //!
 //! Every mismatch of every case is collected and reported at once.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -32,16 +34,11 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
-use hyper::client::conn::http1::SendRequest;
-use hyper::{Request, StatusCode, header};
-use hyper_util::rt::TokioIo;
+use hyper::StatusCode;
 use serde_json::{Value, json};
-use tokio::net::TcpStream;
 use tokio::runtime::Runtime;
-use tokio::task::JoinHandle;
 
+use common::{KeepAlive, Reply};
 use kube_tas::admission::WEBHOOK_NAME;
 use kube_tas::extender::Extender;
 use kube_tas::plans::PlanBook;
@@ -88,11 +85,8 @@ const POD_GROUP_NAME_LABEL: &str = "kueue.x-k8s.io/pod-group-name";
 struct WebhookClient<'rt> {
     /// The client's runtime (never the server's).
     rt: &'rt Runtime,
-    addr: SocketAddr,
-    /// The connection and its driver task, opened on first use.
-    conn: Option<(SendRequest<Full<Bytes>>, JoinHandle<()>)>,
-    /// Connections opened (1 when keep-alive held for the whole case).
-    connections: usize,
+    /// The keep-alive connection, opened on first use.
+    http: KeepAlive,
     /// Reviews sent.
     sent: usize,
 }
@@ -101,9 +95,7 @@ impl<'rt> WebhookClient<'rt> {
     fn new(rt: &'rt Runtime, addr: SocketAddr) -> Self {
         Self {
             rt,
-            addr,
-            conn: None,
-            connections: 0,
+            http: KeepAlive::new(addr),
             sent: 0,
         }
     }
@@ -117,53 +109,18 @@ impl<'rt> WebhookClient<'rt> {
 
     async fn send(&mut self, review: &Value) -> Result<Value, String> {
         let bytes = serde_json::to_vec(review).map_err(|e| format!("cannot encode: {e}"))?;
-        let addr = self.addr;
-        if self.conn.as_ref().is_none_or(|(s, _)| s.is_closed()) {
-            let stream = TcpStream::connect(addr)
-                .await
-                .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
-            stream
-                .set_nodelay(true)
-                .map_err(|e| format!("TCP_NODELAY: {e}"))?;
-            let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-                .await
-                .map_err(|e| format!("HTTP handshake with {addr}: {e}"))?;
-            let task = tokio::spawn(async move {
-                let _ = connection.await;
-            });
-            self.connections += 1;
-            self.conn = Some((sender, task));
-        }
-        let (sender, _) = self.conn.as_mut().expect("connected above");
-        sender
-            .ready()
-            .await
-            .map_err(|e| format!("connection not ready: {e}"))?;
-        let request = Request::builder()
-            .method("POST")
-            .uri(format!("/mutate?timeout={WEBHOOK_TIMEOUT}"))
-            .header(header::HOST, addr.to_string())
-            .header(header::CONTENT_TYPE, "application/json")
-            .header(header::ACCEPT, "application/json, */*")
-            .body(Full::new(Bytes::from(bytes)))
-            .map_err(|e| format!("cannot build the request: {e}"))?;
-        let response = sender
-            .send_request(request)
-            .await
-            .map_err(|e| format!("no response: {e}"))?;
-        let status = response.status();
-        let content_type = response
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_string();
-        let body = response
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| format!("cannot read the body: {e}"))?
-            .to_bytes();
+        let Reply {
+            status,
+            content_type,
+            body,
+        } = self
+            .http
+            .post(
+                &format!("/mutate?timeout={WEBHOOK_TIMEOUT}"),
+                "application/json, */*",
+                bytes,
+            )
+            .await?;
         if status != StatusCode::OK {
             return Err(format!("HTTP {status}: {}", String::from_utf8_lossy(&body)));
         }
@@ -180,13 +137,15 @@ impl<'rt> WebhookClient<'rt> {
         })
     }
 
+    /// Connections opened (1 when keep-alive held for the whole case).
+    fn connections(&self) -> usize {
+        self.http.connections()
+    }
+
     /// Closes the keep-alive connection and waits for its task, so that the server can drain
     /// at once.
     fn close(&mut self) {
-        if let Some((sender, task)) = self.conn.take() {
-            drop(sender);
-            let _ = self.rt.block_on(task);
-        }
+        self.rt.block_on(self.http.close());
     }
 }
 
@@ -803,7 +762,7 @@ fn run_case(case: &Case, index: usize, server_rt: &Runtime, client_rt: &Runtime)
 
     client.close();
     out.reviews = client.sent;
-    out.connections = client.connections;
+    out.connections = client.connections();
     if let Err(e) = server_rt.block_on(server.shutdown(Duration::from_secs(1))) {
         out.mismatches
             .push(format!("the server does not shut down cleanly: {e:#}"));

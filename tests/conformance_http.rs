@@ -17,6 +17,8 @@
 //! cannot ask the engine to explain a failure). Every mismatch of every case is collected and
 //! reported at once.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -24,18 +26,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
-use hyper::client::conn::http1::SendRequest;
-use hyper::{Request, StatusCode, header};
-use hyper_util::rt::TokioIo;
+use hyper::StatusCode;
 use k8s_openapi::api::core::v1::Pod;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use tokio::net::TcpStream;
 use tokio::runtime::Runtime;
-use tokio::task::JoinHandle;
 
+use common::{KeepAlive, Reply};
 use kube_tas::cluster::Cluster;
 use kube_tas::extender::{
     Extender, ExtenderBindingArgs, ExtenderBindingResult, ExtenderFilterResult, HostPriority,
@@ -82,29 +79,24 @@ const MIN_CASES: usize = 40;
 struct HttpExtender<'rt> {
     /// The client's runtime (never the server's).
     rt: &'rt Runtime,
-    addr: SocketAddr,
-    /// The keep-alive connection and its driver task, opened on first use.
-    conn: Option<(SendRequest<Full<Bytes>>, JoinHandle<()>)>,
+    /// The keep-alive connection, opened on first use.
+    http: KeepAlive,
     /// Flavor trees, built from the cluster as the server builds them.
     flavors: BTreeMap<String, Option<Arc<FlavorTopology>>>,
     /// Transport or protocol failures (not 200, unreadable body): mismatches in themselves.
     failures: Vec<String>,
     /// Requests sent per route.
     requests: BTreeMap<&'static str, usize>,
-    /// Connections opened (1 when keep-alive held for the whole case).
-    connections: usize,
 }
 
 impl<'rt> HttpExtender<'rt> {
     fn new(rt: &'rt Runtime, addr: SocketAddr) -> Self {
         Self {
             rt,
-            addr,
-            conn: None,
+            http: KeepAlive::new(addr),
             flavors: BTreeMap::new(),
             failures: Vec::new(),
             requests: BTreeMap::new(),
-            connections: 0,
         }
     }
 
@@ -128,47 +120,10 @@ impl<'rt> HttpExtender<'rt> {
         body: &Value,
     ) -> Result<T, String> {
         let bytes = serde_json::to_vec(body).map_err(|e| format!("cannot encode: {e}"))?;
-        let addr = self.addr;
-        if self.conn.as_ref().is_none_or(|(s, _)| s.is_closed()) {
-            let stream = TcpStream::connect(addr)
-                .await
-                .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
-            stream
-                .set_nodelay(true)
-                .map_err(|e| format!("TCP_NODELAY: {e}"))?;
-            let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-                .await
-                .map_err(|e| format!("HTTP handshake with {addr}: {e}"))?;
-            let task = tokio::spawn(async move {
-                let _ = connection.await;
-            });
-            self.connections += 1;
-            self.conn = Some((sender, task));
-        }
-        let (sender, _) = self.conn.as_mut().expect("connected above");
-        sender
-            .ready()
-            .await
-            .map_err(|e| format!("connection not ready: {e}"))?;
-        let request = Request::builder()
-            .method("POST")
-            .uri(format!("/scheduler/{route}"))
-            .header(header::HOST, addr.to_string())
-            .header(header::CONTENT_TYPE, "application/json")
-            .header(header::ACCEPT, "application/json")
-            .body(Full::new(Bytes::from(bytes)))
-            .map_err(|e| format!("cannot build the request: {e}"))?;
-        let response = sender
-            .send_request(request)
-            .await
-            .map_err(|e| format!("no response: {e}"))?;
-        let status = response.status();
-        let body = response
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| format!("cannot read the body: {e}"))?
-            .to_bytes();
+        let Reply { status, body, .. } = self
+            .http
+            .post(&format!("/scheduler/{route}"), "application/json", bytes)
+            .await?;
         if status != StatusCode::OK {
             return Err(format!("HTTP {status}: {}", String::from_utf8_lossy(&body)));
         }
@@ -185,13 +140,15 @@ impl<'rt> HttpExtender<'rt> {
         json!({ "Pod": pod, "Nodes": null, "NodeNames": names })
     }
 
+    /// Connections opened (1 when keep-alive held for the whole case).
+    fn connections(&self) -> usize {
+        self.http.connections()
+    }
+
     /// Closes the keep-alive connection and waits for its task, so that the server can drain
     /// at once.
     fn close(&mut self) {
-        if let Some((sender, task)) = self.conn.take() {
-            drop(sender);
-            let _ = self.rt.block_on(task);
-        }
+        self.rt.block_on(self.http.close());
     }
 }
 
@@ -355,7 +312,7 @@ fn run_case(case: &Case, server_rt: &Runtime, client_rt: &Runtime) -> Outcome {
 
     out.mismatches.extend(client.failures.iter().cloned());
     out.requests = std::mem::take(&mut client.requests);
-    out.connections = client.connections;
+    out.connections = client.connections();
     out.placed_pods = placed_pods(&actual);
     compare(&expected, &actual, &mut out.mismatches);
     out

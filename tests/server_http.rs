@@ -12,16 +12,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use http_body_util::BodyExt;
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::Value;
 use tokio::net::TcpStream;
-use tower::ServiceExt;
 
-use common::{GOOD_ARGS, GOOD_BINDING, ScratchDir, example_extender, http1};
+use common::{GOOD_ARGS, GOOD_BINDING, ScratchDir, example_extender, http1, send, send_request};
 use kube_tas::server::admin::{Readiness, admin_router};
 use kube_tas::server::metrics::{Metrics, OPENMETRICS_CONTENT_TYPE};
 use kube_tas::server::{ServeConfig, main_router, main_router_with, start};
@@ -29,36 +27,6 @@ use kube_tas::server::{ServeConfig, main_router, main_router_with, start};
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------
-
-async fn send(
-    router: &Router,
-    method: &str,
-    uri: &str,
-    body: impl Into<Body>,
-) -> (StatusCode, String, Bytes) {
-    send_request(
-        router,
-        Request::builder()
-            .method(method)
-            .uri(uri)
-            .header(header::CONTENT_TYPE, "application/json")
-            .body(body.into())
-            .unwrap(),
-    )
-    .await
-}
-
-async fn send_request(router: &Router, request: Request<Body>) -> (StatusCode, String, Bytes) {
-    let response = router.clone().oneshot(request).await.unwrap();
-    let status = response.status();
-    let content_type = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .map(|v| v.to_str().unwrap().to_string())
-        .unwrap_or_default();
-    let body = response.into_body().collect().await.unwrap().to_bytes();
-    (status, content_type, body)
-}
 
 /// A filter answer: 200, JSON with every PascalCase key of `ExtenderFilterResult`.
 fn assert_filter_shape(status: StatusCode, body: &[u8]) -> Value {

@@ -19,17 +19,16 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use http_body_util::BodyExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec, Toleration};
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
-use tower::ServiceExt;
 
+use common::{send, send_request};
 use kube_tas::cluster::Cluster;
 use kube_tas::extender::Extender;
 use kube_tas::plans::PlanBook;
@@ -45,6 +44,10 @@ const PREFERRED: &str = "kueue.x-k8s.io/podset-preferred-topology";
 const STAMP_COUNT: &str = "kube-tas.io/pod-group-total-count";
 const STAMP_QUEUE: &str = "kube-tas.io/queue-name";
 const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
+
+/// The stamps of the fixtures' 4-pod Jobs, by queue.
+const CPU_JOB_STAMPS: &[(&str, &str)] = &[(STAMP_COUNT, "4"), (STAMP_QUEUE, "cpu-queue")];
+const GPU_JOB_STAMPS: &[(&str, &str)] = &[(STAMP_COUNT, "4"), (STAMP_QUEUE, "gpu-queue")];
 
 /// A Job's pod template, a Pod's root.
 const JOB_TEMPLATE: &[&str] = &["spec", "template"];
@@ -112,28 +115,6 @@ fn gpu_flavor() -> Flavor {
 // ---------------------------------------------------------------------------------------------
 // Sending reviews and reading answers as the API server does
 // ---------------------------------------------------------------------------------------------
-
-async fn post(router: &Router, path: &str, body: impl Into<Body>) -> (StatusCode, String, Bytes) {
-    let request = Request::builder()
-        .method("POST")
-        .uri(path)
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(body.into())
-        .unwrap();
-    send(router, request).await
-}
-
-async fn send(router: &Router, request: Request<Body>) -> (StatusCode, String, Bytes) {
-    let response = router.clone().oneshot(request).await.unwrap();
-    let status = response.status();
-    let content_type = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .map(|v| v.to_str().unwrap().to_string())
-        .unwrap_or_default();
-    let body = response.into_body().collect().await.unwrap().to_bytes();
-    (status, content_type, body)
-}
 
 /// The webhook's AdmissionReview answer.
 #[derive(Debug, Clone)]
@@ -235,6 +216,12 @@ impl Answer {
         (code, message.to_string())
     }
 
+    /// No `warnings` (absent or empty).
+    fn assert_no_warnings(&self) {
+        let warnings = self.warnings();
+        assert!(warnings.is_empty(), "{warnings:?}");
+    }
+
     /// Allowed, with no patch and no refusal.
     fn assert_allowed_unchanged(&self) {
         let response = self.response();
@@ -244,16 +231,41 @@ impl Answer {
     }
 }
 
+/// Posts `body` to `/mutate` and reads the answer with [`Answer::read`].
+async fn post_review(router: &Router, body: impl Into<Body>) -> Answer {
+    let (status, content_type, bytes) = send(router, "POST", "/mutate", body).await;
+    Answer::read(status, &content_type, &bytes)
+}
+
 /// Posts `review` to `/mutate` and checks the envelope the API server verifies: apiVersion,
 /// kind and uid echoed.
 async fn mutate(router: &Router, review: &Value) -> Answer {
-    let (status, content_type, body) =
-        post(router, "/mutate", serde_json::to_vec(review).unwrap()).await;
-    let answer = Answer::read(status, &content_type, &body);
+    let answer = post_review(router, serde_json::to_vec(review).unwrap()).await;
     assert_eq!(answer.review["apiVersion"], review["apiVersion"]);
     assert_eq!(answer.review["kind"], review["kind"]);
     assert_eq!(answer.uid(), review["request"]["uid"].as_str().unwrap());
     answer
+}
+
+/// [`mutate`], expecting `review` to be allowed.
+async fn mutate_allowed(router: &Router, review: &Value) -> Answer {
+    let answer = mutate(router, review).await;
+    assert!(answer.allowed(), "{}", answer.response());
+    answer
+}
+
+/// [`mutate`], expecting `review` to be refused with 403: the message.
+async fn mutate_forbidden(router: &Router, review: &Value) -> String {
+    let (code, message) = mutate(router, review).await.denial();
+    assert_eq!(code, 403);
+    message
+}
+
+/// Every one of `parts` is in `message`.
+fn assert_mentions(message: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(message.contains(part), "{part:?} not in {message}");
+    }
 }
 
 /// The request's object with the answer's patch applied (unchanged without a patch).
@@ -368,6 +380,19 @@ fn assert_injected(
         original,
         "the patch changed something besides nodeSelector, tolerations and the stamps"
     );
+}
+
+/// The request's object patched by `answer`, checked with [`assert_injected`].
+fn assert_patch_injects(
+    review: &Value,
+    answer: &Answer,
+    path: &[&str],
+    flavor: &Flavor,
+    stamps: &[(&str, &str)],
+) -> Value {
+    let result = patched(review, answer);
+    assert_injected(&review["request"]["object"], &result, path, flavor, stamps);
+    result
 }
 
 /// `result` without what the webhook may add at `path`: the flavor's node labels,
@@ -575,19 +600,16 @@ fn fixtures_have_the_api_servers_shape() {
 async fn a_tas_job_gets_the_flavor_node_labels_and_the_stamps() {
     let router = router();
     let review = fixture("job-tas-rack.json");
-    let answer = mutate(&router, &review).await;
-    assert!(answer.allowed());
+    let answer = mutate_allowed(&router, &review).await;
     assert!(answer.response().get("status").is_none());
-    assert!(answer.warnings().is_empty(), "{:?}", answer.warnings());
+    answer.assert_no_warnings();
     assert!(answer.patch().is_some(), "a TAS Job is patched");
-    let original = &review["request"]["object"];
-    let result = patched(&review, &answer);
-    assert_injected(
-        original,
-        &result,
+    let result = assert_patch_injects(
+        &review,
+        &answer,
         JOB_TEMPLATE,
         &cpu_flavor(),
-        &[(STAMP_COUNT, "4"), (STAMP_QUEUE, "cpu-queue")],
+        CPU_JOB_STAMPS,
     );
     let template = typed_template(&result, JOB_TEMPLATE);
     let annotations = template.metadata.unwrap().annotations.unwrap();
@@ -603,17 +625,14 @@ async fn a_tas_job_gets_the_flavor_node_labels_and_the_stamps() {
 async fn a_gpu_job_gets_the_flavor_tolerations_after_its_own_and_keeps_its_node_selector() {
     let router = router();
     let review = fixture("job-gpu.json");
-    let answer = mutate(&router, &review).await;
-    assert!(answer.allowed());
-    assert!(answer.warnings().is_empty(), "{:?}", answer.warnings());
-    let original = &review["request"]["object"];
-    let result = patched(&review, &answer);
-    assert_injected(
-        original,
-        &result,
+    let answer = mutate_allowed(&router, &review).await;
+    answer.assert_no_warnings();
+    let result = assert_patch_injects(
+        &review,
+        &answer,
         JOB_TEMPLATE,
         &gpu_flavor(),
-        &[(STAMP_COUNT, "4"), (STAMP_QUEUE, "gpu-queue")],
+        GPU_JOB_STAMPS,
     );
     let spec = typed_template(&result, JOB_TEMPLATE).spec.unwrap();
     let selector = spec.node_selector.unwrap();
@@ -643,13 +662,12 @@ async fn a_gpu_job_gets_the_flavor_tolerations_after_its_own_and_keeps_its_node_
             .push(gpu_flavor().tolerations[0].clone());
     });
     let answer = mutate(&router, &has_one).await;
-    let result = patched(&has_one, &answer);
-    assert_injected(
-        &has_one["request"]["object"],
-        &result,
+    let result = assert_patch_injects(
+        &has_one,
+        &answer,
         JOB_TEMPLATE,
         &gpu_flavor(),
-        &[(STAMP_COUNT, "4"), (STAMP_QUEUE, "gpu-queue")],
+        GPU_JOB_STAMPS,
     );
     let tolerations = &result["spec"]["template"]["spec"]["tolerations"];
     assert_eq!(tolerations.as_array().unwrap().len(), 3, "{tolerations}");
@@ -659,13 +677,12 @@ async fn a_gpu_job_gets_the_flavor_tolerations_after_its_own_and_keeps_its_node_
         job["spec"]["template"]["spec"]["nodeSelector"]["node-group"] = json!("gpu");
     });
     let answer = mutate(&router, &agrees).await;
-    let result = patched(&agrees, &answer);
-    assert_injected(
-        &agrees["request"]["object"],
-        &result,
+    assert_patch_injects(
+        &agrees,
+        &answer,
         JOB_TEMPLATE,
         &gpu_flavor(),
-        &[(STAMP_COUNT, "4"), (STAMP_QUEUE, "gpu-queue")],
+        GPU_JOB_STAMPS,
     );
 }
 
@@ -688,17 +705,9 @@ async fn a_job_naming_only_a_queue_gets_whole_maps_where_it_has_none() {
             .remove("metadata");
     });
     for case in [&no_annotations, &no_metadata] {
-        let answer = mutate(&router, case).await;
-        assert!(answer.allowed(), "{:?}", answer.response());
-        assert!(answer.warnings().is_empty());
-        let result = patched(case, &answer);
-        assert_injected(
-            &case["request"]["object"],
-            &result,
-            JOB_TEMPLATE,
-            &cpu_flavor(),
-            &[(STAMP_COUNT, "4"), (STAMP_QUEUE, "cpu-queue")],
-        );
+        let answer = mutate_allowed(&router, case).await;
+        answer.assert_no_warnings();
+        assert_patch_injects(case, &answer, JOB_TEMPLATE, &cpu_flavor(), CPU_JOB_STAMPS);
     }
 }
 
@@ -710,8 +719,7 @@ async fn a_preferred_top_level_is_admitted_with_a_warning() {
         annotations.as_object_mut().unwrap().remove(REQUIRED);
         annotations[PREFERRED] = json!(BLOCK);
     });
-    let answer = mutate(&router, &review).await;
-    assert!(answer.allowed());
+    let answer = mutate_allowed(&router, &review).await;
     let warnings = answer.warnings();
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(warnings[0].contains(PREFERRED), "{warnings:?}");
@@ -720,13 +728,12 @@ async fn a_preferred_top_level_is_admitted_with_a_warning() {
         warnings[0].contains("top level of Topology \"default\""),
         "{warnings:?}"
     );
-    let result = patched(&review, &answer);
-    assert_injected(
-        &review["request"]["object"],
-        &result,
+    assert_patch_injects(
+        &review,
+        &answer,
         JOB_TEMPLATE,
         &cpu_flavor(),
-        &[(STAMP_COUNT, "4"), (STAMP_QUEUE, "cpu-queue")],
+        CPU_JOB_STAMPS,
     );
 }
 
@@ -804,7 +811,7 @@ async fn a_pod_from_a_patched_template_gets_no_patch() {
 
     let answer = mutate(&router, &review).await;
     answer.assert_allowed_unchanged();
-    assert!(answer.warnings().is_empty(), "{:?}", answer.warnings());
+    answer.assert_no_warnings();
 
     // An empty `name` (rather than none) reads the same.
     let mut named = rewrap(&review, "empty-name", pod.clone());
@@ -818,18 +825,10 @@ async fn a_pod_from_a_patched_template_gets_no_patch() {
 async fn a_pod_of_a_job_created_before_the_webhook_is_patched_itself() {
     let router = router();
     let review = fixture("pod-legacy-job-replacement.json");
-    let answer = mutate(&router, &review).await;
-    assert!(answer.allowed());
-    assert!(answer.warnings().is_empty(), "{:?}", answer.warnings());
-    let original = &review["request"]["object"];
-    let result = patched(&review, &answer);
-    assert_injected(
-        original,
-        &result,
-        POD_ROOT,
-        &gpu_flavor(),
-        &[(STAMP_COUNT, "2"), (STAMP_QUEUE, "gpu-queue")],
-    );
+    let answer = mutate_allowed(&router, &review).await;
+    answer.assert_no_warnings();
+    let stamps = [(STAMP_COUNT, "2"), (STAMP_QUEUE, "gpu-queue")];
+    let result = assert_patch_injects(&review, &answer, POD_ROOT, &gpu_flavor(), &stamps);
     let spec = typed_template(&result, POD_ROOT).spec.unwrap();
     let keys: Vec<_> = spec
         .tolerations
@@ -860,16 +859,16 @@ async fn a_job_pod_contradicting_its_flavor_is_denied() {
             pod["spec"]["nodeSelector"] = json!({"node-group": "cpu"});
         },
     );
-    let (code, message) = mutate(&router, &review).await.denial();
-    assert_eq!(code, 403);
-    for part in [
-        "spec.nodeSelector[node-group]",
-        "\"cpu\"",
-        "gpu-flavor",
-        "node-group=gpu",
-    ] {
-        assert!(message.contains(part), "{part:?} not in {message}");
-    }
+    let message = mutate_forbidden(&router, &review).await;
+    assert_mentions(
+        &message,
+        &[
+            "spec.nodeSelector[node-group]",
+            "\"cpu\"",
+            "gpu-flavor",
+            "node-group=gpu",
+        ],
+    );
 }
 
 /// A TAS pod whose Job is neither in the cluster view nor stamped cannot be sized: refused
@@ -885,8 +884,7 @@ async fn a_pod_of_an_unknown_unstamped_job_is_denied() {
             pod["metadata"]["generateName"] = json!("vanished-1-");
         },
     );
-    let (code, message) = mutate(&router, &review).await.denial();
-    assert_eq!(code, 403);
+    let message = mutate_forbidden(&router, &review).await;
     assert!(message.contains("ml/vanished"), "{message}");
     assert!(message.contains(STAMP_COUNT), "{message}");
     assert!(message.contains("recreate the Job"), "{message}");
@@ -905,18 +903,10 @@ async fn a_pod_of_an_unknown_unstamped_job_is_denied() {
 async fn a_bare_pod_with_a_queue_label_is_patched_in_its_own_spec() {
     let router = router();
     let review = fixture("pod-bare-queued.json");
-    let answer = mutate(&router, &review).await;
-    assert!(answer.allowed());
-    assert!(answer.warnings().is_empty(), "{:?}", answer.warnings());
-    let result = patched(&review, &answer);
+    let answer = mutate_allowed(&router, &review).await;
+    answer.assert_no_warnings();
     // A lone pod is its own gang: no stamps.
-    assert_injected(
-        &review["request"]["object"],
-        &result,
-        POD_ROOT,
-        &cpu_flavor(),
-        &[],
-    );
+    let result = assert_patch_injects(&review, &answer, POD_ROOT, &cpu_flavor(), &[]);
     assert!(result["metadata"].get("annotations").is_none());
 }
 
@@ -924,16 +914,8 @@ async fn a_bare_pod_with_a_queue_label_is_patched_in_its_own_spec() {
 async fn a_plain_pod_group_member_is_patched() {
     let router = router();
     let review = fixture("pod-group-member.json");
-    let answer = mutate(&router, &review).await;
-    assert!(answer.allowed());
-    let result = patched(&review, &answer);
-    assert_injected(
-        &review["request"]["object"],
-        &result,
-        POD_ROOT,
-        &gpu_flavor(),
-        &[],
-    );
+    let answer = mutate_allowed(&router, &review).await;
+    assert_patch_injects(&review, &answer, POD_ROOT, &gpu_flavor(), &[]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -943,26 +925,21 @@ async fn a_plain_pod_group_member_is_patched() {
 #[tokio::test]
 async fn an_invalid_annotation_is_denied_quoting_the_key_and_the_rule() {
     let router = router();
-    let (code, message) = mutate(&router, &fixture("job-invalid-slice-size.json"))
-        .await
-        .denial();
-    assert_eq!(code, 403);
-    for part in [
-        "spec.template.metadata.annotations[kueue.x-k8s.io/podset-slice-size]",
-        "Invalid value: \"0\"",
-        "must be greater than or equal to 1",
-    ] {
-        assert!(message.contains(part), "{part:?} not in {message}");
-    }
+    let message = mutate_forbidden(&router, &fixture("job-invalid-slice-size.json")).await;
+    assert_mentions(
+        &message,
+        &[
+            "spec.template.metadata.annotations[kueue.x-k8s.io/podset-slice-size]",
+            "Invalid value: \"0\"",
+            "must be greater than or equal to 1",
+        ],
+    );
 }
 
 #[tokio::test]
 async fn a_missing_local_queue_is_denied_by_name() {
     let router = router();
-    let (code, message) = mutate(&router, &fixture("job-missing-queue.json"))
-        .await
-        .denial();
-    assert_eq!(code, 403);
+    let message = mutate_forbidden(&router, &fixture("job-missing-queue.json")).await;
     assert!(
         message.contains("LocalQueue \"ml/no-such-queue\" does not exist"),
         "{message}"
@@ -976,16 +953,16 @@ async fn a_node_selector_contradicting_the_flavor_is_denied_naming_the_key() {
     let review = derived(&fixture("job-tas-rack.json"), "conflict", |job| {
         job["spec"]["template"]["spec"]["nodeSelector"] = json!({"node-group": "gpu"});
     });
-    let (code, message) = mutate(&router, &review).await.denial();
-    assert_eq!(code, 403);
-    for part in [
-        "spec.template.spec.nodeSelector[node-group]",
-        "\"gpu\"",
-        "cpu-flavor",
-        "node-group=cpu",
-    ] {
-        assert!(message.contains(part), "{part:?} not in {message}");
-    }
+    let message = mutate_forbidden(&router, &review).await;
+    assert_mentions(
+        &message,
+        &[
+            "spec.template.spec.nodeSelector[node-group]",
+            "\"gpu\"",
+            "cpu-flavor",
+            "node-group=cpu",
+        ],
+    );
 }
 
 #[tokio::test]
@@ -995,8 +972,7 @@ async fn a_level_the_topology_lacks_is_denied() {
         job["spec"]["template"]["metadata"]["annotations"][REQUIRED] =
             json!("cloud.provider.com/topology-zone");
     });
-    let (code, message) = mutate(&router, &review).await.denial();
-    assert_eq!(code, 403);
+    let message = mutate_forbidden(&router, &review).await;
     assert!(message.contains(REQUIRED), "{message}");
     assert!(
         message.contains("cloud.provider.com/topology-zone"),
@@ -1009,7 +985,7 @@ async fn a_job_outside_kueue_passes_untouched() {
     let router = router();
     let answer = mutate(&router, &fixture("job-plain.json")).await;
     answer.assert_allowed_unchanged();
-    assert!(answer.warnings().is_empty(), "{:?}", answer.warnings());
+    answer.assert_no_warnings();
 }
 
 #[tokio::test]
@@ -1081,7 +1057,7 @@ async fn updates_deletes_and_subresources_pass_unpatched() {
     for review in [&update, &delete, &binding] {
         let answer = mutate(&router, review).await;
         answer.assert_allowed_unchanged();
-        assert!(answer.warnings().is_empty(), "{:?}", answer.warnings());
+        answer.assert_no_warnings();
     }
 }
 
@@ -1093,7 +1069,7 @@ async fn updates_deletes_and_subresources_pass_unpatched() {
 async fn plan_numbers(metrics: &Metrics) -> Vec<String> {
     let admin = admin_router(Readiness::new(), metrics.clone());
     let request = Request::get("/metrics").body(Body::empty()).unwrap();
-    let (status, _, body) = send(&admin, request).await;
+    let (status, _, body) = send_request(&admin, request).await;
     assert_eq!(status, StatusCode::OK);
     let text = String::from_utf8(body.to_vec()).unwrap();
     let lines: Vec<String> = text
@@ -1259,7 +1235,7 @@ fn rack_of(cluster: &Cluster, node: &str) -> (String, String) {
 
 async fn filter(router: &Router, pod: &Value, names: &[String]) -> Value {
     let args = json!({"Pod": pod, "Nodes": null, "NodeNames": names});
-    let (status, _, body) = post(router, "/scheduler/filter", args.to_string()).await;
+    let (status, _, body) = send(router, "POST", "/scheduler/filter", args.to_string()).await;
     assert_eq!(status, StatusCode::OK);
     serde_json::from_slice(&body).unwrap()
 }
@@ -1267,7 +1243,7 @@ async fn filter(router: &Router, pod: &Value, names: &[String]) -> Value {
 async fn bind(router: &Router, pod: &Value, node: &str) -> String {
     let args = json!({"PodName": pod["metadata"]["name"], "PodNamespace": "ml",
         "PodUID": pod["metadata"]["uid"], "Node": node});
-    let (status, _, body) = post(router, "/scheduler/bind", args.to_string()).await;
+    let (status, _, body) = send(router, "POST", "/scheduler/bind", args.to_string()).await;
     assert_eq!(status, StatusCode::OK);
     let v: Value = serde_json::from_slice(&body).unwrap();
     v["Error"].as_str().unwrap().to_string()
@@ -1283,8 +1259,7 @@ async fn an_admitted_job_is_placed_as_one_gang_by_the_extender() {
     let extender = extender();
     let router = main_router(extender.clone());
     let job_review = fixture("job-tas-rack.json");
-    let answer = mutate(&router, &job_review).await;
-    assert!(answer.allowed());
+    let answer = mutate_allowed(&router, &job_review).await;
     let job = stored_job(
         &patched(&job_review, &answer),
         "0b5e8c1a-2b7d-4f6e-9a1c-77e1a2b3c4d5",
@@ -1341,8 +1316,7 @@ async fn without_the_stamps_the_gang_size_is_unknown() {
         "bare",
         pod.clone(),
     );
-    let (code, message) = mutate(&router, &review).await.denial();
-    assert_eq!(code, 403);
+    let message = mutate_forbidden(&router, &review).await;
     assert!(message.contains("ml/train-rack"), "{message}");
 
     let v = filter(&router, &stored_pod(&pod, 0), &names).await;
@@ -1471,8 +1445,7 @@ async fn malformed_reviews_are_answered_400_in_review_form() {
         ),
     ];
     for (name, body, echoed, expect) in &cases {
-        let (status, content_type, bytes) = post(&router, "/mutate", body.clone()).await;
-        let answer = Answer::read(status, &content_type, &bytes);
+        let answer = post_review(&router, body.clone()).await;
         let message = assert_bad_request(name, &answer, "admission.k8s.io/v1", echoed);
         assert!(message.contains(expect), "{name}: {message}");
     }
@@ -1480,8 +1453,7 @@ async fn malformed_reviews_are_answered_400_in_review_form() {
     // Another AdmissionReview version: refused, its apiVersion echoed so the API server can
     // read the answer.
     let v1beta1 = edit(&|v| v["apiVersion"] = json!("admission.k8s.io/v1beta1"));
-    let (status, content_type, bytes) = post(&router, "/mutate", v1beta1).await;
-    let answer = Answer::read(status, &content_type, &bytes);
+    let answer = post_review(&router, v1beta1).await;
     let message = assert_bad_request("v1beta1", &answer, "admission.k8s.io/v1beta1", &uid);
     assert!(message.contains("admissionReviewVersions"), "{message}");
 
@@ -1508,14 +1480,14 @@ async fn an_oversized_review_gets_413_and_serving_continues() {
         .header(header::CONTENT_LENGTH, big.len())
         .body(Body::from(big.clone()))
         .unwrap();
-    let (status, _, _) = send(&router, request).await;
+    let (status, _, _) = send_request(&router, request).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
     // No Content-Length header: cut off while reading.
     let request = Request::post("/mutate")
         .header(header::CONTENT_TYPE, "application/json")
         .body(Body::from(big))
         .unwrap();
-    let (status, _, _) = send(&router, request).await;
+    let (status, _, _) = send_request(&router, request).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
 
     let answer = mutate(&router, &good).await;
@@ -1550,8 +1522,8 @@ async fn decisions_are_counted_in_metrics() {
     ] {
         mutate(&router, &fixture(name)).await;
     }
-    post(&router, "/mutate", "").await;
-    post(&router, "/mutate", "{").await;
+    send(&router, "POST", "/mutate", "").await;
+    send(&router, "POST", "/mutate", "{").await;
     let text = metrics.encode().unwrap();
     for line in [
         r#"kube_tas_admission_reviews_total{decision="patched"} 3"#,
@@ -1586,13 +1558,12 @@ async fn the_served_webhook_answers_over_http() {
     .await;
     let answer = Answer::read(status, "application/json", &body);
     assert_eq!(answer.uid(), review["request"]["uid"].as_str().unwrap());
-    let result = patched(&review, &answer);
-    assert_injected(
-        &review["request"]["object"],
-        &result,
+    assert_patch_injects(
+        &review,
+        &answer,
         JOB_TEMPLATE,
         &gpu_flavor(),
-        &[(STAMP_COUNT, "4"), (STAMP_QUEUE, "gpu-queue")],
+        GPU_JOB_STAMPS,
     );
 
     let admin = TcpStream::connect(server.admin_addr()).await.unwrap();

@@ -1,17 +1,24 @@
 //! Helpers shared by the integration tests: the rustls provider (P2), scratch directories, an
-//! extender over the `examples/` cluster, and tiny HTTP/1.1 and TLS clients.
+//! extender over the `examples/` cluster, in-process router calls, tiny HTTP/1.1 and TLS
+//! clients, and a keep-alive HTTP/1.1 client.
 #![allow(dead_code)] // each test binary uses its own subset
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Once;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use axum::body::Bytes;
+use axum::Router;
+use axum::body::{Body, Bytes};
 use http_body_util::{BodyExt, Full};
-use hyper::{Request, StatusCode};
+use hyper::client::conn::http1::SendRequest;
+use hyper::{Request, StatusCode, header};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use tokio::task::JoinHandle;
+use tower::ServiceExt;
 
 use kube_tas::extender::Extender;
 use kube_tas::plans::PlanBook;
@@ -78,6 +85,39 @@ pub const GOOD_ARGS: &str = r#"{"Pod":{"metadata":{"name":"p-0","namespace":"def
 pub const GOOD_BINDING: &str =
     r#"{"PodName":"p-0","PodNamespace":"default","PodUID":"u-0","Node":"b1-r1-h1"}"#;
 
+/// Calls `router` in process with a JSON `body`; returns the status, the `Content-Type` ("" when
+/// absent) and the whole body.
+pub async fn send(
+    router: &Router,
+    method: &str,
+    uri: &str,
+    body: impl Into<Body>,
+) -> (StatusCode, String, Bytes) {
+    send_request(
+        router,
+        Request::builder()
+            .method(method)
+            .uri(uri)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(body.into())
+            .unwrap(),
+    )
+    .await
+}
+
+/// Calls `router` in process with `request`; returns as [`send`] does.
+pub async fn send_request(router: &Router, request: Request<Body>) -> (StatusCode, String, Bytes) {
+    let response = router.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let content_type = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    (status, content_type, body)
+}
+
 /// Sends one HTTP/1.1 request over `stream`; returns the status and the whole body.
 pub async fn http1<S>(stream: S, method: &str, path: &str, body: &str) -> (StatusCode, Bytes)
 where
@@ -103,4 +143,108 @@ where
         .expect("body")
         .to_bytes();
     (status, body)
+}
+
+/// A POST's answer, as read by [`KeepAlive::post`].
+pub struct Reply {
+    pub status: StatusCode,
+    /// The `Content-Type` header ("" when absent or not text).
+    pub content_type: String,
+    pub body: Bytes,
+}
+
+/// POSTs over one keep-alive HTTP/1.1 connection to a running server, opened on first use and
+/// reopened when the server has closed it.
+pub struct KeepAlive {
+    addr: SocketAddr,
+    /// The connection and its driver task.
+    conn: Option<(SendRequest<Full<Bytes>>, JoinHandle<()>)>,
+    /// Connections opened (1 when keep-alive held throughout).
+    connections: usize,
+}
+
+impl KeepAlive {
+    /// A client of `addr`; connects on the first [`post`](Self::post).
+    pub fn new(addr: SocketAddr) -> Self {
+        Self {
+            addr,
+            conn: None,
+            connections: 0,
+        }
+    }
+
+    /// Connections opened so far.
+    pub fn connections(&self) -> usize {
+        self.connections
+    }
+
+    /// POSTs `body` as JSON to `path_and_query` with `Accept: accept`; the answer whatever its
+    /// status, or why there is none.
+    pub async fn post(
+        &mut self,
+        path_and_query: &str,
+        accept: &str,
+        body: Vec<u8>,
+    ) -> Result<Reply, String> {
+        let addr = self.addr;
+        if self.conn.as_ref().is_none_or(|(s, _)| s.is_closed()) {
+            let stream = TcpStream::connect(addr)
+                .await
+                .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
+            stream
+                .set_nodelay(true)
+                .map_err(|e| format!("TCP_NODELAY: {e}"))?;
+            let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+                .await
+                .map_err(|e| format!("HTTP handshake with {addr}: {e}"))?;
+            let task = tokio::spawn(async move {
+                let _ = connection.await;
+            });
+            self.connections += 1;
+            self.conn = Some((sender, task));
+        }
+        let (sender, _) = self.conn.as_mut().expect("connected above");
+        sender
+            .ready()
+            .await
+            .map_err(|e| format!("connection not ready: {e}"))?;
+        let request = Request::builder()
+            .method("POST")
+            .uri(path_and_query)
+            .header(header::HOST, addr.to_string())
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::ACCEPT, accept)
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| format!("cannot build the request: {e}"))?;
+        let response = sender
+            .send_request(request)
+            .await
+            .map_err(|e| format!("no response: {e}"))?;
+        let status = response.status();
+        let content_type = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| format!("cannot read the body: {e}"))?
+            .to_bytes();
+        Ok(Reply {
+            status,
+            content_type,
+            body,
+        })
+    }
+
+    /// Closes the connection and waits for its task, so that the server can drain at once.
+    pub async fn close(&mut self) {
+        if let Some((sender, task)) = self.conn.take() {
+            drop(sender);
+            let _ = task.await;
+        }
+    }
 }
