@@ -8,13 +8,15 @@
 //! not have, a nodeSelector that contradicts the flavor) is denied here with the reason.
 //!
 //! The HTTP webhook around it: [`review`] (AdmissionReview wire types), [`mutation`] (which
-//! objects are TAS workloads, the decision per request), [`patch`] (what an admitted pod
+//! objects are TAS workloads, the decision per request), [`object`] (reading only the parts
+//! of a Job or Pod admission uses), [`patch`] (what an admitted pod
 //! template gets, as a JSON Patch) and [`mod@http`] (`POST /mutate`).
 
 use std::collections::BTreeMap;
 
 pub mod http;
 pub mod mutation;
+pub mod object;
 pub mod patch;
 pub mod review;
 

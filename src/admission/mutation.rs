@@ -21,8 +21,8 @@ use json_patch::PatchOperation;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde::de::DeserializeOwned;
 
+use super::object::{read_job, read_pod};
 use super::patch::{Injection, PodTemplateNow};
 use super::review::{AdmissionRequest, GroupVersionKind};
 use super::{Admitted, Denial, admit};
@@ -142,14 +142,14 @@ impl Webhook {
             );
         };
         match kind {
-            Handled::Job => match read::<Job>(raw.get(), &request.kind) {
+            Handled::Job => match read(read_job, raw.get(), &request.kind) {
                 Ok(mut job) => {
                     fill_namespace(&mut job.metadata, request);
                     self.job(&job)
                 }
                 Err(d) => d,
             },
-            Handled::Pod => match read::<Pod>(raw.get(), &request.kind) {
+            Handled::Pod => match read(read_pod, raw.get(), &request.kind) {
                 Ok(mut pod) => {
                     fill_namespace(&mut pod.metadata, request);
                     self.pod(&pod)
@@ -347,9 +347,13 @@ impl Handled {
     }
 }
 
-/// Reads `request.object` as `T`, or a 400 naming what could not be read.
-fn read<T: DeserializeOwned>(raw: &str, gvk: &GroupVersionKind) -> Result<T, Decision> {
-    serde_json::from_str(raw).map_err(|e| {
+/// Reads `request.object` with `reader`, or a 400 naming what could not be read.
+fn read<T>(
+    reader: fn(&str) -> Result<T, serde_json::Error>,
+    raw: &str,
+    gvk: &GroupVersionKind,
+) -> Result<T, Decision> {
+    reader(raw).map_err(|e| {
         Decision::deny(
             400,
             format!(
