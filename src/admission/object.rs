@@ -2,9 +2,9 @@
 //!
 //! The API server sends the whole object: `managedFields`, environment, volumes, probes. Read
 //! into k8s-openapi's full types, all of it is built and dropped again. These types name only
-//! what the webhook uses (metadata for the queue, annotations and owner; the pod spec's
-//! requests, nodeSelector, tolerations and affinity; a Job's parallelism and completions) and
-//! let serde skip the rest without building it; [`read_job`] and [`read_pod`] then hand the
+//! what the webhook uses (metadata for the queue, annotations and owner; the pod spec as
+//! placement reads it, [`PodSpecView`], shared with the extender; a Job's parallelism and
+//! completions) and let serde skip the rest without building it; [`read_job`] and [`read_pod`] then hand the
 //! familiar k8s-openapi types to the rest of admission, with only those fields set.
 //!
 //! Field names and shapes are the API's: a value of the wrong type is refused just as the
@@ -13,12 +13,11 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
-use k8s_openapi::api::core::v1::{
-    Affinity, Container, Pod, PodSpec, PodTemplateSpec, ResourceRequirements, Toleration,
-};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::api::core::v1::{Pod, PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde::Deserialize;
+
+use crate::cluster::pod_view::PodSpecView;
 
 /// Reads a Job from its JSON, keeping what admission reads.
 pub fn read_job(json: &str) -> Result<Job, serde_json::Error> {
@@ -85,36 +84,6 @@ struct MetaView {
     owner_references: Option<Vec<OwnerReference>>,
 }
 
-#[derive(Deserialize)]
-#[serde(rename = "PodSpec", rename_all = "camelCase")]
-struct PodSpecView {
-    #[serde(default)]
-    containers: Vec<ContainerView>,
-    #[serde(default)]
-    init_containers: Option<Vec<ContainerView>>,
-    #[serde(default)]
-    node_selector: Option<BTreeMap<String, String>>,
-    #[serde(default)]
-    tolerations: Option<Vec<Toleration>>,
-    #[serde(default)]
-    affinity: Option<Affinity>,
-    #[serde(default)]
-    resources: Option<ResourceRequirements>,
-    #[serde(default)]
-    overhead: Option<BTreeMap<String, Quantity>>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename = "Container", rename_all = "camelCase")]
-struct ContainerView {
-    #[serde(default)]
-    name: String,
-    #[serde(default)]
-    resources: Option<ResourceRequirements>,
-    #[serde(default)]
-    restart_policy: Option<String>,
-}
-
 impl From<MetaView> for ObjectMeta {
     fn from(m: MetaView) -> Self {
         ObjectMeta {
@@ -124,34 +93,6 @@ impl From<MetaView> for ObjectMeta {
             labels: m.labels,
             annotations: m.annotations,
             owner_references: m.owner_references,
-            ..Default::default()
-        }
-    }
-}
-
-impl From<ContainerView> for Container {
-    fn from(c: ContainerView) -> Self {
-        Container {
-            name: c.name,
-            resources: c.resources,
-            restart_policy: c.restart_policy,
-            ..Default::default()
-        }
-    }
-}
-
-impl From<PodSpecView> for PodSpec {
-    fn from(s: PodSpecView) -> Self {
-        PodSpec {
-            containers: s.containers.into_iter().map(Container::from).collect(),
-            init_containers: s
-                .init_containers
-                .map(|cs| cs.into_iter().map(Container::from).collect()),
-            node_selector: s.node_selector,
-            tolerations: s.tolerations,
-            affinity: s.affinity,
-            resources: s.resources,
-            overhead: s.overhead,
             ..Default::default()
         }
     }

@@ -6,6 +6,7 @@
 //! * [`mod@pod_requests`]: a pod's effective requests (containers, init containers, sidecars,
 //!   overhead, pod-level resources);
 //! * [`kueue`]: serde types for Kueue's objects;
+//! * [`pod_view`]: the parts of a pod spec placement and admission read, as a serde view;
 //! * `load`: [`load_paths`], which reads files and folders of manifests and builds a
 //!   [`Cluster`], naming the file, document, object and field of anything malformed.
 //!
@@ -22,6 +23,7 @@ use crate::topology::{NodeInfo, PodSetSpec, ResourceList};
 pub mod kueue;
 mod load;
 pub mod pod_requests;
+pub mod pod_view;
 pub mod quantity;
 mod workloads;
 

@@ -9,12 +9,11 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use k8s_openapi::List;
-use k8s_openapi::api::core::v1::{
-    Container, Node, NodeAffinity, Pod, PodSpec, ResourceRequirements, Toleration,
-};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::api::core::v1::{Node, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
+
+use crate::cluster::pod_view::PodSpecView;
 
 /// The lowest score an extender may give a host.
 pub const MIN_EXTENDER_PRIORITY: i64 = 0;
@@ -61,85 +60,15 @@ pub struct SchedulingPod {
     pub metadata: ObjectMeta,
     /// The placement-relevant part of `spec`.
     #[serde(default)]
-    pub spec: Option<SchedulingPodSpec>,
-}
-
-/// See [`SchedulingPod`].
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SchedulingPodSpec {
-    #[serde(default)]
-    containers: Vec<SchedulingContainer>,
-    #[serde(default)]
-    init_containers: Option<Vec<SchedulingContainer>>,
-    #[serde(default)]
-    overhead: Option<BTreeMap<String, Quantity>>,
-    #[serde(default)]
-    resources: Option<ResourceRequirements>,
-    #[serde(default)]
-    node_selector: Option<BTreeMap<String, String>>,
-    #[serde(default)]
-    tolerations: Option<Vec<Toleration>>,
-    #[serde(default)]
-    affinity: Option<SchedulingAffinity>,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct SchedulingContainer {
-    #[serde(default)]
-    name: String,
-    #[serde(default)]
-    resources: Option<ResourceRequirements>,
-    #[serde(default)]
-    restart_policy: Option<String>,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct SchedulingAffinity {
-    #[serde(default)]
-    node_affinity: Option<NodeAffinity>,
-}
-
-impl SchedulingContainer {
-    fn into_container(self) -> Container {
-        Container {
-            name: self.name,
-            resources: self.resources,
-            restart_policy: self.restart_policy,
-            ..Default::default()
-        }
-    }
+    pub spec: Option<PodSpecView>,
 }
 
 impl SchedulingPod {
     /// The Pod with only the fields placement reads.
     pub fn into_pod(self) -> Pod {
-        let spec = self.spec.map(|s| PodSpec {
-            containers: s
-                .containers
-                .into_iter()
-                .map(SchedulingContainer::into_container)
-                .collect(),
-            init_containers: s.init_containers.map(|v| {
-                v.into_iter()
-                    .map(SchedulingContainer::into_container)
-                    .collect()
-            }),
-            overhead: s.overhead,
-            resources: s.resources,
-            node_selector: s.node_selector,
-            tolerations: s.tolerations,
-            affinity: s.affinity.map(|a| k8s_openapi::api::core::v1::Affinity {
-                node_affinity: a.node_affinity,
-                ..Default::default()
-            }),
-            ..Default::default()
-        });
         Pod {
             metadata: self.metadata,
-            spec,
+            spec: self.spec.map(PodSpec::from),
             status: None,
         }
     }
