@@ -79,15 +79,6 @@ impl Decision {
             message: message.into(),
         }
     }
-
-    /// `allowed`, `patched` or `denied`: the bounded label of the decisions metric.
-    pub fn label(&self) -> &'static str {
-        match self {
-            Decision::Allow { patch, .. } if patch.is_empty() => "allowed",
-            Decision::Allow { .. } => "patched",
-            Decision::Deny { .. } => "denied",
-        }
-    }
 }
 
 impl From<Denial> for Decision {
