@@ -38,38 +38,17 @@ use hyper::StatusCode;
 use serde_json::{Value, json};
 use tokio::runtime::Runtime;
 
+use common::conformance::{self, CONFORMANCE, Case, PLAN_TTL, case_gates};
 use common::{KeepAlive, Reply};
 use kube_tas::admission::WEBHOOK_NAME;
 use kube_tas::extender::Extender;
 use kube_tas::plans::PlanBook;
 use kube_tas::server::{ServeConfig, start};
 use kube_tas::simulate;
-use kube_tas::topology::FeatureGates;
-
-/// The conformance folders, relative to the crate root.
-const CONFORMANCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/conformance");
 
 /// The folder that must exist (CI always has it), then folders run when present.
 const REQUIRED_FOLDERS: &[&str] = &["admission"];
 const OPTIONAL_FOLDERS: &[&str] = &["placement", "podset-groups", "node-replacement"];
-
-/// The gates `run.py` passes on with `--feature-gates` (its `SEMANTIC_GATES`); the others in
-/// a case's `feature_gates` are dropped, as the runner drops them.
-const SEMANTIC_GATES: &[&str] = &[
-    "TASBalancedPlacement",
-    "TASProfileMixed",
-    "TASMultiLayerTopology",
-    "TASRespectNodeAffinityPreferred",
-    "TASFailedNodeReplacement",
-    "TASReplaceNodeOnPodTermination",
-    "TASFailedNodeReplacementFailFast",
-    "TASReplaceNodeOnNodeTaints",
-    "SkipReassignmentForPodOwnedWorkloads",
-    "TASReplaceNodeDueToNotReadyOverFixedTime",
-];
-
-/// As long as `simulate`'s own plan TTL.
-const PLAN_TTL: Duration = Duration::from_secs(24 * 3600);
 
 /// The webhook's `timeoutSeconds`, which client-go appends as `?timeout=`.
 const WEBHOOK_TIMEOUT: &str = "10s";
@@ -152,63 +131,6 @@ impl<'rt> WebhookClient<'rt> {
 // ---------------------------------------------------------------------------------------------
 // Cases
 // ---------------------------------------------------------------------------------------------
-
-/// One case folder.
-struct Case {
-    /// `admission/<name>`.
-    label: String,
-    /// `admission`, `placement`, ...
-    folder: &'static str,
-    dir: PathBuf,
-}
-
-/// Every folder holding an `expect.json` under `folder`, sorted by name (as `run.py` lists).
-fn cases_in(folder: &'static str, required: bool) -> Vec<Case> {
-    let root = Path::new(CONFORMANCE).join(folder);
-    if !root.is_dir() {
-        assert!(
-            !required,
-            "the conformance folder {} is missing: this test needs ../shared/conformance/{folder} \
-             beside the crate (CI always has it); it must not pass without running the cases",
-            root.display()
-        );
-        return Vec::new();
-    }
-    let mut names: Vec<String> = std::fs::read_dir(&root)
-        .unwrap_or_else(|e| panic!("cannot list {}: {e}", root.display()))
-        .map(|entry| entry.expect("directory entry").file_name())
-        .map(|n| n.to_string_lossy().into_owned())
-        .filter(|n| root.join(n).join("expect.json").is_file())
-        .collect();
-    names.sort();
-    names
-        .into_iter()
-        .map(|name| Case {
-            label: format!("{folder}/{name}"),
-            folder,
-            dir: root.join(name),
-        })
-        .collect()
-}
-
-/// The `--feature-gates` value `run.py` builds from `expect.json`'s `feature_gates` (the
-/// same as `case.json`'s): the semantic gates only, sorted by name.
-fn gates_spec(expect: &Value) -> String {
-    let Some(gates) = expect.get("feature_gates").and_then(Value::as_object) else {
-        return String::new();
-    };
-    let mut items: Vec<(&String, bool)> = gates
-        .iter()
-        .filter(|(k, _)| SEMANTIC_GATES.contains(&k.as_str()))
-        .map(|(k, v)| (k, v.as_bool().unwrap_or(false)))
-        .collect();
-    items.sort();
-    items
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(",")
-}
 
 /// The case's manifests (`*.yaml`, `*.yml`), sorted: what the server loads and what is read
 /// here for the objects to send.
@@ -624,17 +546,6 @@ struct Outcome {
     connections: usize,
 }
 
-/// The case's gates, or why they cannot be read.
-fn case_gates(dir: &Path) -> Result<FeatureGates, String> {
-    let path = dir.join("expect.json");
-    let expect: Value = std::fs::read(&path)
-        .map_err(|e| e.to_string())
-        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let spec = gates_spec(&expect);
-    FeatureGates::parse(&spec).map_err(|e| format!("--feature-gates {spec:?} is refused: {e}"))
-}
-
 fn run_case(case: &Case, index: usize, server_rt: &Runtime, client_rt: &Runtime) -> Outcome {
     let mut out = Outcome::default();
     let gates = match case_gates(&case.dir) {
@@ -837,26 +748,8 @@ fn compare(label: &str, want: &Value, answers: &[Answer], out: &mut Outcome) {
 
 #[test]
 fn conformance_cases_get_the_same_admission_verdict_over_http_as_in_simulate() {
-    let mut cases = Vec::new();
-    for folder in REQUIRED_FOLDERS {
-        cases.extend(cases_in(folder, true));
-    }
-    for folder in OPTIONAL_FOLDERS {
-        cases.extend(cases_in(folder, false));
-    }
-
-    // The server's runtime has worker threads of its own; the client's runtime runs on this
-    // thread, only inside `block_on` while a request is in flight.
-    let server_rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("kube-tas-server")
-        .enable_all()
-        .build()
-        .expect("server runtime");
-    let client_rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("client runtime");
+    let cases = conformance::cases(REQUIRED_FOLDERS, OPTIONAL_FOLDERS);
+    let (server_rt, client_rt) = conformance::runtimes();
 
     let mut report = String::new();
     let mut failed_cases = 0;

@@ -22,7 +22,6 @@ mod common;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,6 +31,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::runtime::Runtime;
 
+use common::conformance::{self, CONFORMANCE, Case, PLAN_TTL, case_gates};
 use common::{KeepAlive, Reply};
 use kube_tas::cluster::Cluster;
 use kube_tas::extender::{
@@ -40,32 +40,10 @@ use kube_tas::extender::{
 use kube_tas::plans::{FlavorTopology, PlanBook};
 use kube_tas::server::{ServeConfig, start};
 use kube_tas::simulate::{self, ExtenderCalls};
-use kube_tas::topology::FeatureGates;
-
-/// The conformance folders, relative to the crate root.
-const CONFORMANCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/conformance");
 
 /// Folders that must exist (CI always has them), then folders run when present.
 const REQUIRED_FOLDERS: &[&str] = &["placement", "admission"];
 const OPTIONAL_FOLDERS: &[&str] = &["podset-groups", "node-replacement"];
-
-/// The gates `run.py` passes on with `--feature-gates` (its `SEMANTIC_GATES`); the others in
-/// a case's `feature_gates` are dropped, as the runner drops them.
-const SEMANTIC_GATES: &[&str] = &[
-    "TASBalancedPlacement",
-    "TASProfileMixed",
-    "TASMultiLayerTopology",
-    "TASRespectNodeAffinityPreferred",
-    "TASFailedNodeReplacement",
-    "TASReplaceNodeOnPodTermination",
-    "TASFailedNodeReplacementFailFast",
-    "TASReplaceNodeOnNodeTaints",
-    "SkipReassignmentForPodOwnedWorkloads",
-    "TASReplaceNodeDueToNotReadyOverFixedTime",
-];
-
-/// As long as `simulate`'s own plan TTL: every pod of a gang comes at once.
-const PLAN_TTL: Duration = Duration::from_secs(24 * 3600);
 
 /// At least this many cases must have run for the test to mean anything.
 const MIN_CASES: usize = 40;
@@ -187,60 +165,6 @@ impl ExtenderCalls for HttpExtender<'_> {
 // Cases
 // ---------------------------------------------------------------------------------------------
 
-/// One case folder.
-struct Case {
-    /// `placement/<name>`.
-    label: String,
-    dir: PathBuf,
-}
-
-/// Every folder holding an `expect.json` under `folder`, sorted by name (as `run.py` lists).
-fn cases_in(folder: &str, required: bool) -> Vec<Case> {
-    let root = Path::new(CONFORMANCE).join(folder);
-    if !root.is_dir() {
-        assert!(
-            !required,
-            "the conformance folder {} is missing: this test needs ../shared/conformance/{folder} \
-             beside the crate (CI always has it); it must not pass without running the cases",
-            root.display()
-        );
-        return Vec::new();
-    }
-    let mut names: Vec<String> = std::fs::read_dir(&root)
-        .unwrap_or_else(|e| panic!("cannot list {}: {e}", root.display()))
-        .map(|entry| entry.expect("directory entry").file_name())
-        .map(|n| n.to_string_lossy().into_owned())
-        .filter(|n| root.join(n).join("expect.json").is_file())
-        .collect();
-    names.sort();
-    names
-        .into_iter()
-        .map(|name| Case {
-            label: format!("{folder}/{name}"),
-            dir: root.join(name),
-        })
-        .collect()
-}
-
-/// The `--feature-gates` value `run.py` builds from `expect.json`'s `feature_gates`: the
-/// semantic gates only, sorted by name.
-fn gates_spec(expect: &Value) -> String {
-    let Some(gates) = expect.get("feature_gates").and_then(Value::as_object) else {
-        return String::new();
-    };
-    let mut items: Vec<(&String, bool)> = gates
-        .iter()
-        .filter(|(k, _)| SEMANTIC_GATES.contains(&k.as_str()))
-        .map(|(k, v)| (k, v.as_bool().unwrap_or(false)))
-        .collect();
-    items.sort();
-    items
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
 /// What one case contributed.
 #[derive(Default)]
 struct Outcome {
@@ -253,24 +177,10 @@ struct Outcome {
 /// Runs one case both ways and compares.
 fn run_case(case: &Case, server_rt: &Runtime, client_rt: &Runtime) -> Outcome {
     let mut out = Outcome::default();
-    let expect_path = case.dir.join("expect.json");
-    let expect: Value = match std::fs::read(&expect_path)
-        .map_err(|e| e.to_string())
-        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
-    {
-        Ok(v) => v,
-        Err(e) => {
-            out.mismatches
-                .push(format!("cannot read {}: {e}", expect_path.display()));
-            return out;
-        }
-    };
-    let spec = gates_spec(&expect);
-    let gates = match FeatureGates::parse(&spec) {
+    let gates = match case_gates(&case.dir) {
         Ok(g) => g,
         Err(e) => {
-            out.mismatches
-                .push(format!("--feature-gates {spec:?} is refused: {e}"));
+            out.mismatches.push(e);
             return out;
         }
     };
@@ -438,26 +348,8 @@ fn compare(expected: &Value, actual: &Value, mismatches: &mut Vec<String>) {
 
 #[test]
 fn conformance_cases_place_alike_over_http_and_in_process() {
-    let mut cases = Vec::new();
-    for folder in REQUIRED_FOLDERS {
-        cases.extend(cases_in(folder, true));
-    }
-    for folder in OPTIONAL_FOLDERS {
-        cases.extend(cases_in(folder, false));
-    }
-
-    // The server's runtime has worker threads of its own; the client's runtime runs on this
-    // thread, only inside `block_on` while a request is in flight.
-    let server_rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("kube-tas-server")
-        .enable_all()
-        .build()
-        .expect("server runtime");
-    let client_rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("client runtime");
+    let cases = conformance::cases(REQUIRED_FOLDERS, OPTIONAL_FOLDERS);
+    let (server_rt, client_rt) = conformance::runtimes();
 
     let mut report = String::new();
     let mut failed_cases = 0;

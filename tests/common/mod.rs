@@ -1,7 +1,9 @@
 //! Helpers shared by the integration tests: the rustls provider (P2), scratch directories, an
 //! extender over the `examples/` cluster, in-process router calls, tiny HTTP/1.1 and TLS
-//! clients, and a keep-alive HTTP/1.1 client.
+//! clients, a keep-alive HTTP/1.1 client, and the conformance suite's cases ([`conformance`]).
 #![allow(dead_code)] // each test binary uses its own subset
+
+pub mod conformance;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
