@@ -30,7 +30,7 @@ const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/admi
 fn bench(c: &mut Criterion) {
     let cluster =
         load_paths(&[Path::new(FIXTURES).join("cluster.yaml")]).expect("the fixture cluster loads");
-    let webhook = Webhook::new(&cluster, FeatureGates::default());
+    let webhook = Webhook::over_cluster(&cluster, FeatureGates::default());
     let mut group = c.benchmark_group("mutate");
     for (name, file, patched) in [
         ("job", "job-tas-rack.json", Some(true)),

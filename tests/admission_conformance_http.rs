@@ -42,7 +42,7 @@ use common::conformance::{self, CONFORMANCE, Case, PLAN_TTL, case_gates};
 use common::{KeepAlive, Reply};
 use kube_tas::admission::WEBHOOK_NAME;
 use kube_tas::extender::Extender;
-use kube_tas::plans::PlanBook;
+
 use kube_tas::server::{ServeConfig, start};
 use kube_tas::simulate;
 
@@ -598,7 +598,7 @@ fn run_case(case: &Case, index: usize, server_rt: &Runtime, client_rt: &Runtime)
         plan_ttl: PLAN_TTL,
         ..ServeConfig::default()
     };
-    let extender = Extender::new(PlanBook::new(cluster.clone(), gates.clone(), PLAN_TTL));
+    let extender = Extender::over_cluster(&cluster, gates.clone(), PLAN_TTL);
     let server = match server_rt.block_on(start(&config, extender)) {
         Ok(s) => s,
         Err(e) => {

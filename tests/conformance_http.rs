@@ -34,10 +34,10 @@ use tokio::runtime::Runtime;
 use common::conformance::{self, CONFORMANCE, Case, PLAN_TTL, case_gates};
 use common::{KeepAlive, Reply};
 use kube_tas::cluster::Cluster;
+use kube_tas::cluster::state::{ClusterState, FlavorTopology};
 use kube_tas::extender::{
     Extender, ExtenderBindingArgs, ExtenderBindingResult, ExtenderFilterResult, HostPriority,
 };
-use kube_tas::plans::{FlavorTopology, PlanBook};
 use kube_tas::server::{ServeConfig, start};
 use kube_tas::simulate::{self, ExtenderCalls};
 
@@ -156,7 +156,7 @@ impl ExtenderCalls for HttpExtender<'_> {
     fn flavor(&mut self, cluster: &Cluster, name: &str) -> Option<Arc<FlavorTopology>> {
         self.flavors
             .entry(name.to_string())
-            .or_insert_with(|| FlavorTopology::build(cluster, name).map(Arc::new))
+            .or_insert_with(|| ClusterState::from_cluster(cluster).flavor(name))
             .clone()
     }
 }
@@ -203,7 +203,7 @@ fn run_case(case: &Case, server_rt: &Runtime, client_rt: &Runtime) -> Outcome {
         plan_ttl: PLAN_TTL,
         ..ServeConfig::default()
     };
-    let extender = Extender::new(PlanBook::new(cluster.clone(), gates.clone(), PLAN_TTL));
+    let extender = Extender::over_cluster(&cluster, gates.clone(), PLAN_TTL);
     let server = match server_rt.block_on(start(&config, extender)) {
         Ok(s) => s,
         Err(e) => {

@@ -22,7 +22,7 @@ use tower::ServiceExt;
 
 use common::ScratchDir;
 use kube_tas::extender::Extender;
-use kube_tas::plans::PlanBook;
+
 use kube_tas::server::admin::{Readiness, admin_router};
 use kube_tas::server::metrics::Metrics;
 use kube_tas::server::{main_router, main_router_with};
@@ -182,7 +182,7 @@ fn extender_with_ttl(docs: &[Value], ttl: Duration) -> Extender {
     std::fs::write(dir.path().join("cluster.json"), text).unwrap();
     let cluster = kube_tas::cluster::load_paths(&[dir.path()]).expect("test cluster loads");
     assert!(cluster.warnings.is_empty(), "{:?}", cluster.warnings);
-    Extender::new(PlanBook::new(cluster, FeatureGates::default(), ttl))
+    Extender::over_cluster(&cluster, FeatureGates::default(), ttl)
 }
 
 fn extender(docs: &[Value]) -> Extender {
@@ -534,23 +534,25 @@ fn rack_nodes(racks: usize, r: &str) -> Vec<String> {
 
 /// Every node's bound usage is within its allocatable.
 fn assert_nothing_overbooked(extender: &Extender) {
-    extender.with_book(|b| {
-        for n in &b.cluster().nodes {
-            let used = b.node_usage(&n.name).cloned().unwrap_or_default();
+    let state = extender.state().read();
+    {
+        for (_, n) in state.nodes() {
+            let used = state.node_usage(&n.name).cloned().unwrap_or_default();
             for (resource, amount) in &used {
                 let cap = n.allocatable.get(resource).copied().unwrap_or(0);
                 assert!(*amount <= cap, "{}: {resource} {amount} > {cap}", n.name);
             }
         }
-    });
+    }
 }
 
 fn cpu_used(extender: &Extender, node: &str) -> i64 {
-    extender.with_book(|b| {
-        b.node_usage(node)
-            .and_then(|u| u.get("cpu").copied())
-            .unwrap_or(0)
-    })
+    extender
+        .state()
+        .read()
+        .node_usage(node)
+        .and_then(|u| u.get("cpu").copied())
+        .unwrap_or(0)
 }
 
 // ---------------------------------------------------------------------------------------------

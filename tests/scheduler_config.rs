@@ -194,11 +194,11 @@ fn extender_service() -> kube_tas::extender::Extender {
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
     let cluster = kube_tas::cluster::load_paths(&[examples])
         .unwrap_or_else(|e| panic!("examples/ do not load: {e}"));
-    kube_tas::extender::Extender::new(kube_tas::plans::PlanBook::new(
-        cluster,
+    kube_tas::extender::Extender::over_cluster(
+        &cluster,
         kube_tas::topology::FeatureGates::default(),
         Duration::from_secs(60),
-    ))
+    )
 }
 
 #[tokio::test]

@@ -31,7 +31,7 @@ use tokio::net::TcpStream;
 use common::{send, send_request};
 use kube_tas::cluster::Cluster;
 use kube_tas::extender::Extender;
-use kube_tas::plans::PlanBook;
+
 use kube_tas::server::admin::{Readiness, admin_router};
 use kube_tas::server::metrics::Metrics;
 use kube_tas::server::{DEFAULT_MAX_BODY_BYTES, ServeConfig, main_router, main_router_with, start};
@@ -77,11 +77,11 @@ fn load_cluster() -> Cluster {
 }
 
 fn extender() -> Extender {
-    Extender::new(PlanBook::new(
-        load_cluster(),
+    Extender::over_cluster(
+        &load_cluster(),
         FeatureGates::default(),
         Duration::from_secs(60),
-    ))
+    )
 }
 
 fn router() -> Router {

@@ -15,7 +15,6 @@
 //! changes nothing because no request does (`sideEffects: None`).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use json_patch::PatchOperation;
 use k8s_openapi::api::batch::v1::Job;
@@ -26,22 +25,23 @@ use super::object::{read_job, read_pod};
 use super::patch::{Injection, PodTemplateNow};
 use super::review::{AdmissionRequest, GroupVersionKind};
 use super::{Admitted, Denial, admit};
+use crate::cluster::state::{ClusterState, SharedState};
 use crate::cluster::{
     Cluster, Workload, controller_job_of, name_or_generate_name, namespace_or_default,
     pod_marks_tas, workload_of_job, workload_of_pod, workload_of_stamped_job_pod,
 };
 use crate::keys;
-use crate::plans::PlanBook;
 use crate::topology::FeatureGates;
 
 /// The longest part of a parse error quoted back (serde can quote a whole string value).
 const MAX_ERROR_CHARS: usize = 512;
 
-/// The webhook: the Kueue objects and Jobs it resolves against, and the feature gates.
-/// Cheap to clone.
+/// The webhook: the shared cluster state it resolves queues, flavors and Jobs against (the
+/// same state the extender decides over, so a Job created after startup is known as soon as
+/// the watch shows it), and the feature gates. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Webhook {
-    view: Arc<Cluster>,
+    state: SharedState,
     gates: FeatureGates,
 }
 
@@ -88,26 +88,14 @@ impl From<Denial> for Decision {
 }
 
 impl Webhook {
-    /// A webhook resolving queues, flavors and Jobs in `cluster` (only the Kueue objects and
-    /// Jobs are kept; nodes and pods play no part in admission).
-    pub fn new(cluster: &Cluster, gates: FeatureGates) -> Self {
-        let view = Cluster {
-            jobs: cluster.jobs.clone(),
-            topologies: cluster.topologies.clone(),
-            resource_flavors: cluster.resource_flavors.clone(),
-            cluster_queues: cluster.cluster_queues.clone(),
-            local_queues: cluster.local_queues.clone(),
-            ..Cluster::default()
-        };
-        Self {
-            view: Arc::new(view),
-            gates,
-        }
+    /// A webhook reading `state`.
+    pub fn new(state: SharedState, gates: FeatureGates) -> Self {
+        Self { state, gates }
     }
 
-    /// A webhook over the plan book's cluster view and gates (both doors see one cluster).
-    pub fn from_book(book: &PlanBook) -> Self {
-        Self::new(book.cluster(), book.gates().clone())
+    /// A webhook over a cluster given as manifests (a state of its own, fed as events).
+    pub fn over_cluster(cluster: &Cluster, gates: FeatureGates) -> Self {
+        Self::new(SharedState::new(ClusterState::from_cluster(cluster)), gates)
     }
 
     /// Decides one request.
@@ -163,11 +151,12 @@ impl Webhook {
             Ok(w) => w,
             Err(e) => return Decision::deny(422, e.to_string()),
         };
+        let state = self.state.read();
         let Found {
             mut injection,
             warnings,
             ..
-        } = match self.injection(&workload) {
+        } = match self.injection(&state, &workload) {
             Ok(Some(found)) => found,
             Ok(None) => return Decision::allow(),
             Err(d) => return d.into(),
@@ -199,9 +188,10 @@ impl Webhook {
         let namespace = namespace_or_default(meta);
         let name = name_or_generate_name(meta);
         let owned;
+        let state = self.state.read();
         let (workload, stamp) = match controller_job_of(meta) {
             Some(job) => {
-                if let Some(w) = self.view.jobs.get(&(namespace.clone(), job.clone())) {
+                if let Some(w) = state.job(&namespace, &job) {
                     (w, true)
                 } else if let Some(stamped) = workload_of_stamped_job_pod(pod, &job) {
                     owned = match stamped {
@@ -237,7 +227,7 @@ impl Webhook {
             mut injection,
             warnings,
             flavor,
-        } = match self.injection(workload) {
+        } = match self.injection(&state, workload) {
             Ok(Some(found)) => found,
             Ok(None) => return Decision::allow(),
             Err(d) => return d.into(),
@@ -272,8 +262,12 @@ impl Webhook {
 
     /// Admits `workload`; for a TAS PodSet, what its pods must carry. `Ok(None)`: not placed
     /// by kube-tas.
-    fn injection(&self, workload: &Workload) -> Result<Option<Found>, Denial> {
-        let Some(Admitted { pod_sets, warnings }) = admit(workload, &self.view, &self.gates)?
+    fn injection(
+        &self,
+        state: &ClusterState,
+        workload: &Workload,
+    ) -> Result<Option<Found>, Denial> {
+        let Some(Admitted { pod_sets, warnings }) = admit(workload, state.kueue(), &self.gates)?
         else {
             return Ok(None);
         };
@@ -281,7 +275,7 @@ impl Webhook {
         let Some(flavor) = pod_sets.first().and_then(|ps| ps.flavor.as_ref()) else {
             return Ok(None);
         };
-        let Some(rf) = self.view.resource_flavors.get(flavor) else {
+        let Some(rf) = state.kueue().resource_flavors.get(flavor) else {
             return Ok(None);
         };
         Ok(Some(Found {

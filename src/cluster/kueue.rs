@@ -246,3 +246,16 @@ mod tests {
         assert!(err.to_string().contains("nominalQuota"), "{err}");
     }
 }
+
+/// The Kueue objects admission resolves a workload against, by name.
+#[derive(Debug, Clone, Default)]
+pub struct KueueObjects {
+    /// `Topology` objects by name.
+    pub topologies: BTreeMap<String, Topology>,
+    /// `ResourceFlavor` objects by name.
+    pub resource_flavors: BTreeMap<String, ResourceFlavor>,
+    /// `ClusterQueue` objects by name.
+    pub cluster_queues: BTreeMap<String, ClusterQueue>,
+    /// `LocalQueue` objects by (namespace, name).
+    pub local_queues: BTreeMap<(String, String), LocalQueue>,
+}

@@ -523,16 +523,16 @@ impl Loader {
             }
             Kind::Topology => {
                 let topology: Topology = decode(raw.value).map_err(fail)?;
-                self.cluster.topologies.insert(name, topology);
+                self.cluster.kueue.topologies.insert(name, topology);
             }
             Kind::ResourceFlavor => {
                 let flavor: ResourceFlavor = decode(raw.value).map_err(fail)?;
-                self.cluster.resource_flavors.insert(name, flavor);
+                self.cluster.kueue.resource_flavors.insert(name, flavor);
             }
             Kind::ClusterQueue => {
                 let queue: ClusterQueue = decode(raw.value).map_err(fail)?;
                 check_quotas(&queue).map_err(fail)?;
-                self.cluster.cluster_queues.insert(name, queue);
+                self.cluster.kueue.cluster_queues.insert(name, queue);
             }
             Kind::LocalQueue => {
                 let queue: LocalQueue = decode(raw.value).map_err(fail)?;
@@ -542,7 +542,10 @@ impl Loader {
                         "missing (a LocalQueue must name its ClusterQueue)",
                     )));
                 }
-                self.cluster.local_queues.insert((namespace, name), queue);
+                self.cluster
+                    .kueue
+                    .local_queues
+                    .insert((namespace, name), queue);
             }
         }
         Ok(())

@@ -20,20 +20,23 @@ use std::path::PathBuf;
 
 use crate::topology::{NodeInfo, PodSetSpec, ResourceList};
 
+pub mod admit;
+pub mod group;
 pub mod kueue;
 mod load;
 pub mod pod_requests;
 pub mod pod_view;
 pub mod quantity;
+pub mod state;
 mod workloads;
 
-pub use kueue::{ClusterQueue, LocalQueue, ResourceFlavor, Topology};
+pub use kueue::{ClusterQueue, KueueObjects, LocalQueue, ResourceFlavor, Topology};
 pub use load::{LoadError, load_paths};
 pub use pod_requests::pod_requests;
 pub use quantity::{QuantityError, QuantityValue, parse_quantity};
 pub use workloads::{
-    controller_job_of, name_or_generate_name, namespace_or_default, pod_marks_tas, workload_of_job,
-    workload_of_pod, workload_of_stamped_job_pod,
+    bound_pod_of, controller_job_of, is_terminal, name_or_generate_name, namespace_or_default,
+    pod_marks_tas, workload_of_job, workload_of_pod, workload_of_stamped_job_pod,
 };
 
 /// Everything kube-tas knows about a cluster.
@@ -48,20 +51,14 @@ pub struct Cluster {
     /// Every Job that has not finished, pending or running, by (namespace, name): where a
     /// pod that names its Job finds its gang size and template annotations.
     pub jobs: BTreeMap<(String, String), Workload>,
-    /// Kueue `Topology` objects by name.
-    pub topologies: BTreeMap<String, Topology>,
-    /// Kueue `ResourceFlavor` objects by name.
-    pub resource_flavors: BTreeMap<String, ResourceFlavor>,
-    /// Kueue `ClusterQueue` objects by name.
-    pub cluster_queues: BTreeMap<String, ClusterQueue>,
-    /// Kueue `LocalQueue` objects by (namespace, name).
-    pub local_queues: BTreeMap<(String, String), LocalQueue>,
+    /// Kueue's Topology, ResourceFlavor, ClusterQueue and LocalQueue objects.
+    pub kueue: KueueObjects,
     /// Things skipped on the way in (unsupported kinds, ...), one sentence each.
     pub warnings: Vec<String>,
 }
 
 /// A pod that holds capacity on a node.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct BoundPod {
     /// `metadata.namespace` (`default` when absent).
     pub namespace: String,
@@ -77,6 +74,8 @@ pub struct BoundPod {
     pub tas: bool,
     /// The name of the Job that controls it (a controller `ownerReference` of kind `Job`).
     pub owner_job: Option<String>,
+    /// The group it belongs to ([`group::GroupKey::of_pod`]).
+    pub group: group::GroupKey,
     /// `metadata.labels`.
     pub labels: BTreeMap<String, String>,
     /// `metadata.annotations`.

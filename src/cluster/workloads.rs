@@ -18,6 +18,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use super::group::GroupKey;
 use super::pod_requests::pod_requests;
 use super::{BoundPod, FieldError, LoadError, PendingPodSet, Source, Workload, WorkloadKind};
 use crate::keys;
@@ -60,8 +61,7 @@ pub(super) fn derive(pods: Vec<Seen<Pod>>, jobs: Vec<Seen<Job>>) -> Result<Deriv
         object: pod,
     } in pods
     {
-        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-        if matches!(phase, Some("Succeeded" | "Failed")) {
+        if is_terminal(&pod) {
             continue;
         }
         let namespace = namespace_or_default(&pod.metadata);
@@ -78,29 +78,14 @@ pub(super) fn derive(pods: Vec<Seen<Pod>>, jobs: Vec<Seen<Job>>) -> Result<Deriv
             running_jobs.insert((namespace.clone(), job.clone()));
         }
         let group_name = label_value(&pod.metadata, keys::POD_GROUP_NAME_LABEL);
-        let spec = pod.spec.clone().unwrap_or_default();
-        let node_name = spec.node_name.clone().filter(|n| !n.is_empty());
-
-        if let Some(node_name) = node_name {
+        if let Some(bound) = bound_pod_of(&pod).map_err(fail)? {
             if let Some(group) = group_name {
                 running_groups.insert((namespace.clone(), group));
             }
-            let annotations = pod.metadata.annotations.clone().unwrap_or_default();
-            bound_pods.push(BoundPod {
-                requests: pod_requests(&spec, "spec").map_err(fail)?,
-                tas: keys::TAS_POD_ANNOTATIONS
-                    .iter()
-                    .any(|k| annotations.contains_key(*k)),
-                uid: pod.metadata.uid.clone(),
-                labels: pod.metadata.labels.clone().unwrap_or_default(),
-                annotations,
-                namespace,
-                name,
-                node_name,
-                owner_job,
-            });
+            bound_pods.push(bound);
             continue;
         }
+        let spec = pod.spec.clone().unwrap_or_default();
         if owner_job.is_some() {
             continue;
         }
@@ -214,6 +199,42 @@ pub(super) fn derive(pods: Vec<Seen<Pod>>, jobs: Vec<Seen<Job>>) -> Result<Deriv
         jobs: all_jobs,
         warnings,
     })
+}
+
+/// A pod in phase `Succeeded` or `Failed`: it holds nothing and is placed nowhere.
+pub fn is_terminal(pod: &Pod) -> bool {
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    matches!(phase, Some("Succeeded" | "Failed"))
+}
+
+/// The capacity a pod holds: `Some` for a pod with `spec.nodeName` that has not finished
+/// (whatever its phase says otherwise: `Pending` after binding, `Running`, `Unknown`).
+pub fn bound_pod_of(pod: &Pod) -> Result<Option<BoundPod>, FieldError> {
+    if is_terminal(pod) {
+        return Ok(None);
+    }
+    let Some(spec) = pod.spec.as_ref() else {
+        return Ok(None);
+    };
+    let Some(node_name) = spec.node_name.clone().filter(|n| !n.is_empty()) else {
+        return Ok(None);
+    };
+    let meta = &pod.metadata;
+    let annotations = meta.annotations.clone().unwrap_or_default();
+    Ok(Some(BoundPod {
+        namespace: namespace_or_default(meta),
+        name: meta.name.clone().unwrap_or_default(),
+        uid: meta.uid.clone().filter(|u| !u.is_empty()),
+        node_name,
+        requests: pod_requests(spec, "spec")?,
+        tas: keys::TAS_POD_ANNOTATIONS
+            .iter()
+            .any(|k| annotations.contains_key(*k)),
+        owner_job: controller_job_of(meta),
+        group: GroupKey::of_pod(meta),
+        labels: meta.labels.clone().unwrap_or_default(),
+        annotations,
+    }))
 }
 
 /// The workload a pending pod belongs to when no Job controls it: its plain pod group

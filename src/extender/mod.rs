@@ -13,34 +13,76 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::List;
 use k8s_openapi::api::core::v1::{Node, Pod};
 
+pub mod binding;
 pub mod http;
 pub mod wire;
+
+pub use binding::Binder;
 
 pub use wire::{
     ExtenderArgs, ExtenderArgsRef, ExtenderBindingArgs, ExtenderBindingResult,
     ExtenderFilterResult, HostPriority,
 };
 
-use crate::plans::{FilterVerdict, PlanBook, PlanStats, Rejection};
+use crate::cluster::Cluster;
+use crate::cluster::state::{ClusterState, FlavorTopology, SharedState};
+use crate::plans::{FilterVerdict, PlanBook, PlanCounters, PlanStats, Rejection};
+use crate::topology::FeatureGates;
 
-/// The extender service: a shared [`PlanBook`] behind a lock (decisions are serialised, as
-/// kube-scheduler's cycle is).
+/// The extender service: the shared cluster state, and a [`PlanBook`] behind a lock
+/// (decisions are serialised, as kube-scheduler's cycle is).
+///
+/// Lock order: the book first, then the state (read for decisions, write for a bind's
+/// record). Watch appliers take only the state's lock, one event at a time.
 #[derive(Clone)]
 pub struct Extender {
+    state: SharedState,
     book: Arc<Mutex<PlanBook>>,
+    counters: Arc<PlanCounters>,
+    gates: FeatureGates,
+    binder: Binder,
 }
 
 impl Extender {
-    /// Serves decisions from `book`.
-    pub fn new(book: PlanBook) -> Self {
+    /// Serves decisions from `book` over `state`; binds are recorded, no Binding is written
+    /// (see [`Self::with_binder`]).
+    pub fn new(state: SharedState, book: PlanBook) -> Self {
         Self {
+            state,
+            counters: book.counters(),
+            gates: book.gates().clone(),
             book: Arc::new(Mutex::new(book)),
+            binder: Binder::Record,
         }
+    }
+
+    /// An extender over a cluster given as manifests (fed to a fresh state as events).
+    pub fn over_cluster(cluster: &Cluster, gates: FeatureGates, plan_ttl: Duration) -> Self {
+        Self::new(
+            SharedState::new(ClusterState::from_cluster(cluster)),
+            PlanBook::new(gates, plan_ttl),
+        )
+    }
+
+    /// Writes each bind through `binder` before recording it.
+    pub fn with_binder(mut self, binder: Binder) -> Self {
+        self.binder = binder;
+        self
+    }
+
+    /// The feature gates its plans follow.
+    pub fn gates(&self) -> &FeatureGates {
+        &self.gates
+    }
+
+    /// The cluster state it decides over.
+    pub fn state(&self) -> &SharedState {
+        &self.state
     }
 
     /// `POST /scheduler/filter`: the seat's node(s) for a pod of a group, every node with room
@@ -109,7 +151,9 @@ impl Extender {
         pod: &Pod,
         names: &[&str],
     ) -> Result<(ExtenderFilterResult, Vec<usize>), String> {
-        let verdict = self.lock().filter(pod, names, Instant::now());
+        let mut book = self.lock();
+        let verdict = book.filter(&self.state.read(), pod, names, Instant::now());
+        drop(book);
         let mut result = ExtenderFilterResult::default();
         let pass = match verdict {
             FilterVerdict::Invalid(e) => return Err(e),
@@ -186,31 +230,82 @@ impl Extender {
             .collect()
     }
 
-    /// `POST /scheduler/bind`: makes the seat final and records the pod on its node.
+    /// `POST /scheduler/bind` without an API server (files mode, `simulate`): makes the seat
+    /// final and records the pod on its node.
     pub fn bind(&self, args: &ExtenderBindingArgs) -> ExtenderBindingResult {
-        let outcome = self.lock().bind(
+        let now = Instant::now();
+        let mut book = self.lock();
+        let mut state = self.state.write();
+        let outcome = book.bind(
+            &mut state,
             &args.pod_namespace,
             &args.pod_name,
             &args.pod_uid,
             &args.node,
-            Instant::now(),
+            now,
         );
-        match outcome {
-            Ok(()) => ExtenderBindingResult::default(),
-            Err(e) => ExtenderBindingResult {
-                error: wire::go_format_safe(&e.0),
-            },
+        bind_result(outcome.map_err(|e| e.0))
+    }
+
+    /// `POST /scheduler/bind` as the server answers it: the seat is checked and kept held,
+    /// the Binding written through the binder (no lock held meanwhile), then the pod recorded
+    /// on its node, or, when the API server refuses, the seat freed and its reason returned.
+    pub async fn bind_and_write(&self, args: &ExtenderBindingArgs) -> ExtenderBindingResult {
+        if matches!(self.binder, Binder::Record) {
+            return self.bind(args);
+        }
+        let ticket = {
+            let mut book = self.lock();
+            let state = self.state.read();
+            book.begin_bind(
+                &state,
+                &args.pod_namespace,
+                &args.pod_name,
+                &args.pod_uid,
+                &args.node,
+                Instant::now(),
+            )
+        };
+        let ticket = match ticket {
+            Ok(t) if t.already_bound => return ExtenderBindingResult::default(),
+            Ok(t) => t,
+            Err(e) => return bind_result(Err(e.0)),
+        };
+        let written = self.binder.write(&ticket).await;
+        let mut book = self.lock();
+        match written {
+            Ok(()) => {
+                book.commit_bind(&mut self.state.write(), &ticket, Instant::now());
+                bind_result(Ok(()))
+            }
+            Err(reason) => {
+                book.abort_bind(&ticket);
+                tracing::warn!(
+                    pod = %format_args!("{}/{}", ticket.namespace, ticket.name),
+                    node = %ticket.node,
+                    %reason,
+                    "Binding refused; the seat is free again"
+                );
+                bind_result(Err(reason))
+            }
         }
     }
 
-    /// Counters and gauges for `/metrics`.
+    /// Counters and gauges for `/metrics` (no lock taken).
     pub fn stats(&self) -> PlanStats {
-        self.lock().stats()
+        self.counters.snapshot()
     }
 
-    /// Runs `f` on the plan book (for `simulate`, which reads the cluster view it updates).
-    pub fn with_book<T>(&self, f: impl FnOnce(&mut PlanBook) -> T) -> T {
-        f(&mut self.lock())
+    /// Runs `f` on the plan book and the state it decides over.
+    pub fn with_book<T>(&self, f: impl FnOnce(&mut PlanBook, &ClusterState) -> T) -> T {
+        let mut book = self.lock();
+        let state = self.state.read();
+        f(&mut book, &state)
+    }
+
+    /// A flavor's tree at the state's current generation.
+    pub fn flavor(&self, name: &str) -> Option<Arc<FlavorTopology>> {
+        self.state.read().flavor(name)
     }
 
     fn lock(&self) -> MutexGuard<'_, PlanBook> {
@@ -238,6 +333,15 @@ fn record(result: &mut ExtenderFilterResult, name: &str, why: &Rejection) {
         &mut result.failed_nodes
     };
     map.insert(name.to_string(), why.reason.to_string());
+}
+
+fn bind_result(outcome: Result<(), String>) -> ExtenderBindingResult {
+    match outcome {
+        Ok(()) => ExtenderBindingResult::default(),
+        Err(e) => ExtenderBindingResult {
+            error: wire::go_format_safe(&e),
+        },
+    }
 }
 
 fn error_result(message: &str) -> ExtenderFilterResult {

@@ -1,34 +1,12 @@
-//! Which pod group a pod belongs to, and the facts about it that plans need, read from the
-//! pod object itself (as kube-scheduler sends it).
-
-use std::fmt;
+//! The facts about one pod that plans need, read from the pod object itself (as
+//! kube-scheduler sends it).
 
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
 
-use crate::cluster::{
-    WorkloadKind, controller_job_of, name_or_generate_name, namespace_or_default, pod_marks_tas,
-    pod_requests,
-};
+use crate::cluster::group::GroupKey;
+use crate::cluster::{name_or_generate_name, namespace_or_default, pod_marks_tas, pod_requests};
 use crate::keys;
 use crate::topology::ResourceList;
-
-/// A group that is placed as a whole: a Job's pods, a plain pod group, or a single pod.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct GroupKey {
-    /// Job, PodGroup or Pod.
-    pub kind: WorkloadKind,
-    /// The namespace.
-    pub namespace: String,
-    /// The Job's, pod group's or pod's name.
-    pub name: String,
-}
-
-impl fmt::Display for GroupKey {
-    /// `Job default/train`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
-    }
-}
 
 /// What plans need to know about one pod.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,26 +47,7 @@ impl PodFacts {
             .unwrap_or_else(|| format!("{namespace}/{name}"));
         let labels = meta.labels.as_ref();
         let annotations = meta.annotations.as_ref();
-        let group_label = labels
-            .and_then(|l| l.get(keys::POD_GROUP_NAME_LABEL))
-            .filter(|v| !v.is_empty());
-        let group = match (controller_job_of(meta), group_label) {
-            (Some(job), _) => GroupKey {
-                kind: WorkloadKind::Job,
-                namespace: namespace.clone(),
-                name: job,
-            },
-            (None, Some(g)) => GroupKey {
-                kind: WorkloadKind::PodGroup,
-                namespace: namespace.clone(),
-                name: g.clone(),
-            },
-            (None, None) => GroupKey {
-                kind: WorkloadKind::Pod,
-                namespace: namespace.clone(),
-                name: name.clone(),
-            },
-        };
+        let group = GroupKey::of_pod(meta);
         let index_text = annotations
             .and_then(|a| a.get(keys::JOB_COMPLETION_INDEX))
             .or_else(|| labels.and_then(|l| l.get(keys::JOB_COMPLETION_INDEX)));

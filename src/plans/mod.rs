@@ -1,50 +1,84 @@
-//! Plans and seats: which capacity each pod group holds, and which seat each pod takes.
+//! Plans and seats: which capacity each pod group holds, and which seat each pod takes. The
+//! book keeps only that (plans, seats, remembered failures); everything it reads about the
+//! cluster comes from the [`ClusterState`] each call is given.
 //!
 //! No HTTP here: the extender is the first door that asks for plans, not the only one.
 //!
-//! * The first pod of a group that asks triggers a **plan** for the whole group, computed by
-//!   the placement engine on free capacity: allocatable minus bound pods minus what other
-//!   plans hold. A group that does not fit gets no plan; the failure is remembered until
-//!   capacity is given back (the book's generation moves), so repeated calls are cheap.
+//! * The first pod of a group that asks triggers a **plan** for the whole PodSet, computed by
+//!   the placement engine on free capacity: allocatable minus the pods holding capacity minus
+//!   what other plans hold. A group that does not fit gets no plan; the failure is remembered
+//!   until capacity is given back (the state's capacity generation or the book's own moves), so
+//!   repeated calls are cheap.
 //! * A plan is a list of **seats** in topology order (one per pod: a node in hostname-lowest
 //!   trees, a lowest-level domain otherwise). A pod's seat is fixed at its first call and the
 //!   same on every later call; completion index `i` takes seat `i` when it is open, so ranks
 //!   that talk most sit side by side.
-//! * Open and taken seats **hold** capacity ([`held`]); binding turns a seat into usage on its
-//!   node; a plan whose pods stop coming for the TTL **expires** and gives its open seats back.
-//! * A plan is **rebuilt from the cluster**: bound pods of the group are usage, and the pods
-//!   still to come are planned inside the domain the bound ones sit in. A restart therefore
-//!   loses nothing and double-books nothing.
+//! * Open and taken seats **hold** capacity on one node each ([`held`]), so a hold is kept from
+//!   every other decision, on any flavor; binding turns a seat into usage on its node (in the
+//!   state, before the watch shows it); a plan whose pods stop coming for the TTL **expires**
+//!   and gives its open seats back.
+//! * A bind is two-phase ([`PlanBook::begin_bind`], then [`PlanBook::commit_bind`] or
+//!   [`PlanBook::abort_bind`]) so that the Binding can be written to the API server in between
+//!   with the seat still held; a failed Binding frees the seat.
+//! * A plan is **rebuilt from the cluster**: the group's pods holding capacity (bound, from
+//!   their owner references and labels) are usage, and the pods still to come are planned
+//!   inside the domain the bound ones share. A restart therefore loses nothing and
+//!   double-books nothing.
 //!
-//! Lock-free by design: the book is one value behind the caller's lock; every method runs to
-//! completion, so no request sees a half-made plan.
+//! Plans are keyed by [`PlanKey`] (group and PodSet), so a workload of several PodSets has one
+//! plan per PodSet. The book is one value behind the caller's lock; every method runs to
+//! completion, so no request sees a half-made plan. Counters are atomics ([`PlanCounters`]),
+//! readable without that lock.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
+use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Pod, Toleration};
+use k8s_openapi::api::core::v1::Pod;
 
-use crate::admission::{self, Denial};
-use crate::cluster::{
-    BoundPod, Cluster, Workload, WorkloadKind, workload_of_pod, workload_of_stamped_job_pod,
-};
+use crate::cluster::admit::{Route, route};
+use crate::cluster::state::{ClusterState, FlavorTopology, NodeId, PodUsage};
 use crate::keys;
-use crate::topology::capacity::FreeCapacity;
 use crate::topology::placement::{GroupRequest, PlacementContext, place_group};
-use crate::topology::resources::{PODS, add_pod_usage};
 use crate::topology::tree::{DomainIdx, TopologyTree};
 use crate::topology::{FeatureGates, PodSetSpec, ResourceList};
+
+pub use crate::cluster::group::GroupKey;
 
 mod group;
 mod held;
 #[cfg(test)]
 mod tests;
 
-pub use group::{GroupKey, PodFacts};
-pub use held::{HeldAt, HeldCapacity};
+pub use group::PodFacts;
+pub use held::HeldCapacity;
 
-/// Counters and gauges the server exports.
+/// The name of the PodSet of a Job, a plain pod group or a single pod (as Kueue names it).
+pub const MAIN_POD_SET: &str = "main";
+
+/// A plan's identity: the group and the PodSet in it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PlanKey {
+    /// The workload the plan belongs to.
+    pub group: GroupKey,
+    /// The PodSet it places.
+    pub pod_set: String,
+}
+
+impl fmt::Display for PlanKey {
+    /// `Job default/train` (the PodSet is named only when it is not `main`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.pod_set == MAIN_POD_SET {
+            write!(f, "{}", self.group)
+        } else {
+            write!(f, "{} pod set {}", self.group, self.pod_set)
+        }
+    }
+}
+
+/// Counters and gauges the server exports, as one reading.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PlanStats {
     /// Plans made since start (counter).
@@ -59,50 +93,39 @@ pub struct PlanStats {
     pub pods_bound: u64,
     /// Group placements that did not fit (counter).
     pub groups_not_fit: u64,
+    /// Binds whose Binding the API server refused (counter).
+    pub binds_failed: u64,
 }
 
-/// A ResourceFlavor's topology tree, built once per cluster view and shared.
-#[derive(Debug)]
-pub struct FlavorTopology {
-    /// The ResourceFlavor's name.
-    pub name: String,
-    /// Its domain tree.
-    pub tree: TopologyTree,
-    /// Its tolerations.
-    pub tolerations: Vec<Toleration>,
+/// The book's counters, shared with whoever exports them; read without the book's lock.
+#[derive(Debug, Default)]
+pub struct PlanCounters {
+    plans_made: AtomicU64,
+    plans_expired: AtomicU64,
+    plans_active: AtomicU64,
+    seats_held: AtomicU64,
+    pods_bound: AtomicU64,
+    groups_not_fit: AtomicU64,
+    binds_failed: AtomicU64,
 }
 
-impl FlavorTopology {
-    /// Builds the tree of ResourceFlavor `name` over the cluster's nodes; `None` when the
-    /// flavor or its Topology does not exist.
-    pub fn build(cluster: &Cluster, name: &str) -> Option<Self> {
-        let rf = cluster.resource_flavors.get(name)?;
-        let topology_name = rf.spec.topology_name.clone()?;
-        let topology = cluster.topologies.get(&topology_name)?;
-        let levels: Vec<String> = topology
-            .spec
-            .levels
-            .iter()
-            .map(|l| l.node_label.clone())
-            .collect();
-        let started = Instant::now();
-        let tree = TopologyTree::build(
-            &topology_name,
-            &levels,
-            &rf.spec.node_labels,
-            &cluster.nodes,
-        );
-        tracing::info!(
-            flavor = name,
-            leaves = tree.leaves().len(),
-            build_ms = started.elapsed().as_secs_f64() * 1e3,
-            "topology tree built"
-        );
-        Some(Self {
-            name: name.to_string(),
-            tree,
-            tolerations: rf.spec.tolerations.clone(),
-        })
+impl PlanCounters {
+    /// The current values.
+    pub fn snapshot(&self) -> PlanStats {
+        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        PlanStats {
+            plans_made: r(&self.plans_made),
+            plans_expired: r(&self.plans_expired),
+            plans_active: r(&self.plans_active),
+            seats_held: r(&self.seats_held),
+            pods_bound: r(&self.pods_bound),
+            groups_not_fit: r(&self.groups_not_fit),
+            binds_failed: r(&self.binds_failed),
+        }
+    }
+
+    fn bump(a: &AtomicU64) {
+        a.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -140,10 +163,27 @@ pub enum FilterVerdict {
 #[error("{0}")]
 pub struct BindError(pub String);
 
+/// A bind under way: the seat is still held until [`PlanBook::commit_bind`] or
+/// [`PlanBook::abort_bind`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BindTicket {
+    /// The pod's namespace.
+    pub namespace: String,
+    /// The pod's name.
+    pub name: String,
+    /// The pod's uid (`namespace/name` when the scheduler sent none).
+    pub uid: String,
+    /// The node it is bound to.
+    pub node: String,
+    node_id: NodeId,
+    /// Already bound there: nothing to write or commit.
+    pub already_bound: bool,
+}
+
 /// A plan that did not fit, remembered until capacity is given back.
 #[derive(Debug, Clone)]
 struct Failure {
-    generation: u64,
+    generations: (u64, u64),
     /// The engine's words (Kueue's message).
     message: String,
     rejection: Rejection,
@@ -154,6 +194,8 @@ struct Failure {
 enum Holder {
     Open,
     Taken(String),
+    /// A Binding is being written for this pod; the seat is still held.
+    Binding(String),
     Bound(String),
 }
 
@@ -161,16 +203,23 @@ enum Holder {
 #[derive(Debug, Clone)]
 struct Seat {
     leaf: DomainIdx,
-    /// The node, in hostname-lowest trees.
-    node: Option<String>,
+    /// The member node (index into the plan's tree nodes) the seat's capacity is held on; in
+    /// hostname-lowest trees the only node the pod may go to.
+    member: usize,
     holder: Holder,
 }
 
-/// A group's plan.
+impl Seat {
+    fn holds(&self) -> bool {
+        !matches!(self.holder, Holder::Bound(_))
+    }
+}
+
+/// A PodSet's plan.
 #[derive(Debug, Clone)]
 struct Plan {
     flavor: Arc<FlavorTopology>,
-    /// One pod's requests (the group's template).
+    /// One pod's requests (the PodSet's template).
     requests: ResourceList,
     /// The level the request names (required or preferred), for extra seats and messages.
     level: Option<usize>,
@@ -180,11 +229,8 @@ struct Plan {
 }
 
 impl Plan {
-    fn held_at(&self, seat: &Seat) -> HeldAt {
-        match &seat.node {
-            Some(n) => HeldAt::Node(n.clone()),
-            None => HeldAt::Leaf(self.flavor.name.clone(), seat.leaf),
-        }
+    fn node_id(&self, seat: &Seat) -> NodeId {
+        self.flavor.member_ids[seat.member]
     }
 
     /// The seat of `uid`, taking one when it has none: seat `index` when open, else the
@@ -221,79 +267,41 @@ impl Plan {
 /// A pod kube-tas has seen in `filter` (what `bind` needs to record it).
 #[derive(Debug, Clone)]
 struct SeenPod {
-    group: GroupKey,
+    key: PlanKey,
     requests: ResourceList,
     bound_to: Option<String>,
+    binding: bool,
     seen: Instant,
 }
 
-/// How a pod is to be placed.
-enum Route {
-    /// Not a TAS pod: anywhere, but off capacity plans hold.
-    Lone,
-    /// The webhook would refuse it.
-    Denied(Denial),
-    /// Placed with its group on this flavor.
-    Group {
-        flavor: String,
-        spec: Box<PodSetSpec>,
-    },
-}
-
-/// Every plan and seat, over one cluster view.
+/// Every plan and seat.
 pub struct PlanBook {
-    cluster: Cluster,
     gates: FeatureGates,
     ttl: Duration,
-    node_index: HashMap<String, usize>,
-    /// Per node (as `cluster.nodes`): requests of bound pods plus their `pods` slots.
-    used: Vec<ResourceList>,
-    flavors: BTreeMap<String, Arc<FlavorTopology>>,
-    plans: HashMap<GroupKey, Plan>,
+    plans: HashMap<PlanKey, Plan>,
     held: HeldCapacity,
     pods: HashMap<String, SeenPod>,
-    failures: HashMap<GroupKey, Failure>,
-    /// Moves whenever capacity is given back; failures of older generations are stale.
+    failures: HashMap<PlanKey, Failure>,
+    /// Moves whenever the book gives capacity back; failures of older generations are stale.
     generation: u64,
     last_sweep: Option<Instant>,
-    stats: PlanStats,
+    counters: Arc<PlanCounters>,
 }
 
 impl PlanBook {
-    /// A book over `cluster`; plans idle for `ttl` expire.
-    pub fn new(cluster: Cluster, gates: FeatureGates, ttl: Duration) -> Self {
-        let node_index: HashMap<String, usize> = cluster
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (n.name.clone(), i))
-            .collect();
-        let mut used = vec![ResourceList::new(); cluster.nodes.len()];
-        for p in &cluster.bound_pods {
-            if let Some(&i) = node_index.get(&p.node_name) {
-                add_pod_usage(&mut used[i], &p.requests);
-            }
-        }
+    /// An empty book; plans idle for `ttl` expire.
+    pub fn new(gates: FeatureGates, ttl: Duration) -> Self {
         Self {
-            cluster,
             gates,
             ttl,
-            node_index,
-            used,
-            flavors: BTreeMap::new(),
             plans: HashMap::new(),
             held: HeldCapacity::default(),
             pods: HashMap::new(),
             failures: HashMap::new(),
             generation: 0,
             last_sweep: None,
-            stats: PlanStats::default(),
+            counters: Arc::default(),
         }
-    }
-
-    /// The cluster view, with every bind recorded so far.
-    pub fn cluster(&self) -> &Cluster {
-        &self.cluster
     }
 
     /// The feature gates in force.
@@ -301,49 +309,69 @@ impl PlanBook {
         &self.gates
     }
 
-    /// Counters and gauges.
-    pub fn stats(&self) -> PlanStats {
-        PlanStats {
-            plans_active: self.plans.len() as u64,
-            seats_held: self.held.seats(),
-            ..self.stats
-        }
+    /// The counters, to read without the book's lock.
+    pub fn counters(&self) -> Arc<PlanCounters> {
+        self.counters.clone()
     }
 
-    /// Requests of bound pods (plus their `pods` slots) on a node, by name.
-    pub fn node_usage(&self, node: &str) -> Option<&ResourceList> {
-        self.node_index.get(node).map(|&i| &self.used[i])
+    /// Counters and gauges.
+    pub fn stats(&self) -> PlanStats {
+        self.counters.snapshot()
+    }
+
+    /// What plans hold on a node, by name.
+    pub fn held_on(&self, state: &ClusterState, node: &str) -> Option<&ResourceList> {
+        self.held.at(state.node_id(node)?)
     }
 
     /// The engine's message for a group whose plan did not fit (Kueue's words).
     pub fn group_failure(&self, group: &GroupKey) -> Option<&str> {
-        self.failures.get(group).map(|f| f.message.as_str())
+        self.failures
+            .get(&main_key(group))
+            .map(|f| f.message.as_str())
     }
 
-    /// A flavor's tree, built on first use.
-    pub fn flavor(&mut self, name: &str) -> Option<Arc<FlavorTopology>> {
-        if let Some(f) = self.flavors.get(name) {
-            return Some(f.clone());
-        }
-        let f = Arc::new(FlavorTopology::build(&self.cluster, name)?);
-        self.flavors.insert(name.to_string(), f.clone());
-        Some(f)
+    fn publish(&self) {
+        let c = &self.counters;
+        c.plans_active
+            .store(self.plans.len() as u64, Ordering::Relaxed);
+        c.seats_held.store(self.held.seats(), Ordering::Relaxed);
     }
 
     /// Where `pod` may go among `candidates` (node names, as the scheduler sent them).
-    pub fn filter(&mut self, pod: &Pod, candidates: &[&str], now: Instant) -> FilterVerdict {
+    pub fn filter(
+        &mut self,
+        state: &ClusterState,
+        pod: &Pod,
+        candidates: &[&str],
+        now: Instant,
+    ) -> FilterVerdict {
         self.sweep(now);
+        let verdict = self.decide_filter(state, pod, candidates, now);
+        self.publish();
+        verdict
+    }
+
+    fn decide_filter(
+        &mut self,
+        state: &ClusterState,
+        pod: &Pod,
+        candidates: &[&str],
+        now: Instant,
+    ) -> FilterVerdict {
         let facts = match PodFacts::of(pod) {
             Ok(f) => f,
             Err(e) => return FilterVerdict::Invalid(e),
         };
+        let key = main_key(&facts.group);
         let seen = self
             .pods
             .entry(facts.uid.clone())
             .or_insert_with(|| SeenPod {
-                group: facts.group.clone(),
+                key: key.clone(),
                 requests: facts.requests.clone(),
                 bound_to: None,
+                binding: false,
                 seen: now,
             });
         seen.seen = now;
@@ -354,9 +382,9 @@ impl PlanBook {
                 format!("node(s) other than {node}, where the pod is bound"),
             );
         }
-        if !self.plans.contains_key(&facts.group) {
-            match self.route(pod, &facts) {
-                Ok(Route::Lone) => return self.lone_filter(&facts, candidates),
+        if !self.plans.contains_key(&key) {
+            match route(pod, &facts.group, facts.tas_marked, state, &self.gates) {
+                Ok(Route::Lone) => return self.lone_filter(state, &facts, candidates),
                 Ok(Route::Denied(d)) => {
                     return FilterVerdict::Only {
                         pass: Vec::new(),
@@ -371,8 +399,7 @@ impl PlanBook {
                     };
                 }
                 Ok(Route::Group { flavor, spec }) => {
-                    if let Err(rejection) = self.make_plan(&facts.group, &flavor, &spec, now, true)
-                    {
+                    if let Err(rejection) = self.make_plan(state, &key, &flavor, &spec, now, true) {
                         return FilterVerdict::Only {
                             pass: Vec::new(),
                             rejected: rejection,
@@ -382,21 +409,24 @@ impl PlanBook {
                 Err(e) => return FilterVerdict::Invalid(e),
             }
         }
-        self.seat_filter(&facts, candidates, now)
+        self.seat_filter(state, &key, &facts, candidates, now)
     }
 
     /// Why `pod`'s group cannot be planned, in the engine's (Kueue's) words, without making
     /// a plan: what a person needs when kube-scheduler's own filters already turned every
     /// node down. `None` when the group would fit, has a plan, or is not a TAS group.
-    pub fn diagnose(&mut self, pod: &Pod, now: Instant) -> Option<String> {
+    pub fn diagnose(&mut self, state: &ClusterState, pod: &Pod, now: Instant) -> Option<String> {
         let facts = PodFacts::of(pod).ok()?;
-        if self.plans.contains_key(&facts.group) {
+        let key = main_key(&facts.group);
+        if self.plans.contains_key(&key) {
             return None;
         }
-        let Ok(Route::Group { flavor, spec }) = self.route(pod, &facts) else {
+        let Ok(Route::Group { flavor, spec }) =
+            route(pod, &facts.group, facts.tas_marked, state, &self.gates)
+        else {
             return None;
         };
-        self.make_plan(&facts.group, &flavor, &spec, now, false)
+        self.make_plan(state, &key, &flavor, &spec, now, false)
             .err()?;
         self.group_failure(&facts.group).map(str::to_string)
     }
@@ -409,7 +439,7 @@ impl PlanBook {
         if let Some(node) = self.pods.get(&facts.uid).and_then(|p| p.bound_to.clone()) {
             return positions(candidates, |c| c == node);
         }
-        let Some(plan) = self.plans.get(&facts.group) else {
+        let Some(plan) = self.plans.get(&main_key(&facts.group)) else {
             return Vec::new();
         };
         let Some(&s) = plan.by_uid.get(&facts.uid) else {
@@ -419,15 +449,34 @@ impl PlanBook {
         positions(candidates, |c| nodes.contains(&c))
     }
 
-    /// Records `pod` as bound to `node`: its seat becomes usage on the node.
+    /// Binds at once (no API server in between): [`Self::begin_bind`] then
+    /// [`Self::commit_bind`].
     pub fn bind(
         &mut self,
+        state: &mut ClusterState,
         namespace: &str,
         name: &str,
         uid: &str,
         node: &str,
         now: Instant,
     ) -> Result<(), BindError> {
+        let ticket = self.begin_bind(state, namespace, name, uid, node, now)?;
+        self.commit_bind(state, &ticket, now);
+        Ok(())
+    }
+
+    /// Checks that `pod` may be bound to `node` and marks its seat as being bound (still
+    /// held). The caller writes the Binding, then calls [`Self::commit_bind`] or
+    /// [`Self::abort_bind`].
+    pub fn begin_bind(
+        &mut self,
+        state: &ClusterState,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        node: &str,
+        now: Instant,
+    ) -> Result<BindTicket, BindError> {
         self.sweep(now);
         let uid = if uid.is_empty() {
             format!("{namespace}/{name}")
@@ -440,155 +489,163 @@ impl PlanBook {
                  its requests are unknown; kube-tas binds only pods it filtered"
             )));
         };
-        if let Some(bound) = &seen.bound_to {
-            return if bound == node {
-                Ok(())
-            } else {
-                Err(BindError(format!(
-                    "pod {namespace}/{name} is already bound to {bound}"
-                )))
-            };
+        if let Some(bound) = seen.bound_to.as_ref().filter(|b| *b != node) {
+            return Err(BindError(format!(
+                "pod {namespace}/{name} is already bound to {bound}"
+            )));
         }
-        let Some(&node_idx) = self.node_index.get(node) else {
+        let Some(node_id) = state.node_id(node).filter(|&id| state.node(id).is_some()) else {
             return Err(BindError(format!(
                 "node {node:?} is not in kube-tas's cluster view"
             )));
         };
-        let group = seen.group.clone();
-        let requests = seen.requests.clone();
-        if let Some(plan) = self.plans.get_mut(&group)
-            && let Some(&s) = plan.by_uid.get(&uid)
-        {
-            let nodes = seat_nodes(plan, &plan.seats[s]);
-            if !nodes.contains(&node) {
-                return Err(BindError(format!(
-                    "pod {namespace}/{name} has its seat on {} in the plan for {group}, not \
-                     on {node}; refusing to bind outside the plan",
-                    nodes.join(", ")
-                )));
-            }
-            let place = plan.held_at(&plan.seats[s]);
-            let plan_requests = plan.requests.clone();
-            plan.seats[s].holder = Holder::Bound(uid.clone());
-            plan.touched = now;
-            self.held.release(&place, &plan_requests);
-            if plan.complete() {
-                self.plans.remove(&group);
-            }
-        }
-        add_pod_usage(&mut self.used[node_idx], &requests);
-        let mut labels = BTreeMap::new();
-        if group.kind == WorkloadKind::PodGroup {
-            labels.insert(keys::POD_GROUP_NAME_LABEL.to_string(), group.name.clone());
-        }
-        self.cluster.bound_pods.push(BoundPod {
+        let ticket = BindTicket {
             namespace: namespace.to_string(),
             name: name.to_string(),
-            uid: Some(uid.clone()),
-            node_name: node.to_string(),
-            requests,
-            tas: false,
-            owner_job: (group.kind == WorkloadKind::Job).then(|| group.name.clone()),
-            labels,
-            annotations: BTreeMap::new(),
-        });
+            uid: uid.clone(),
+            node: node.to_string(),
+            node_id,
+            already_bound: seen.bound_to.is_some(),
+        };
+        if ticket.already_bound {
+            return Ok(ticket);
+        }
+        if seen.binding {
+            return Err(BindError(format!(
+                "pod {namespace}/{name} is being bound already; retry once that bind has ended"
+            )));
+        }
+        let key = seen.key.clone();
+        let requests = seen.requests.clone();
+        match self.plans.get_mut(&key) {
+            Some(plan) if plan.by_uid.contains_key(&uid) => {
+                let s = plan.by_uid[&uid];
+                let nodes = seat_nodes(plan, &plan.seats[s]);
+                if !nodes.contains(&node) {
+                    return Err(BindError(format!(
+                        "pod {namespace}/{name} has its seat on {} in the plan for {key}, not \
+                         on {node}; refusing to bind outside the plan",
+                        nodes.join(", ")
+                    )));
+                }
+                plan.seats[s].holder = Holder::Binding(uid.clone());
+                plan.touched = now;
+            }
+            _ => {
+                if !state.room_for(node_id, self.held.at(node_id), &requests) {
+                    return Err(BindError(format!(
+                        "node {node} has no room for pod {namespace}/{name} once the pods on \
+                         it and the capacity kube-tas holds for pod groups are counted"
+                    )));
+                }
+            }
+        }
         if let Some(p) = self.pods.get_mut(&uid) {
-            p.bound_to = Some(node.to_string());
+            p.binding = true;
         }
-        self.stats.pods_bound += 1;
-        Ok(())
+        Ok(ticket)
     }
 
-    /// Decides how a pod without a plan is placed: as its Job's, pod group's or own
-    /// workload, through the same admission the webhook runs.
-    fn route(&self, pod: &Pod, facts: &PodFacts) -> Result<Route, String> {
-        let owned;
-        let workload: &Workload = if facts.group.kind == WorkloadKind::Job {
-            let key = (facts.group.namespace.clone(), facts.group.name.clone());
-            // The webhook stamped the Job's template: the pod itself says its gang.
-            let stamped = match self.cluster.jobs.get(&key) {
-                Some(_) => None,
-                None => workload_of_stamped_job_pod(pod, &facts.group.name),
-            };
-            match (self.cluster.jobs.get(&key), stamped) {
-                (Some(w), _) => w,
-                (None, _) if !facts.tas_marked => return Ok(Route::Lone),
-                (None, Some(stamped)) => {
-                    owned = stamped
-                        .map_err(|e| format!("Pod {}/{}: {e}", facts.namespace, facts.name))?;
-                    &owned
-                }
-                (None, None) => {
-                    return Err(format!(
-                        "{} (owner of pod {}/{}) is not in kube-tas's cluster view, so its \
-                         gang size is unknown",
-                        facts.group, facts.namespace, facts.name
-                    ));
+    /// The Binding was written: the seat becomes usage on its node, in `state` at once.
+    pub fn commit_bind(&mut self, state: &mut ClusterState, ticket: &BindTicket, now: Instant) {
+        if ticket.already_bound {
+            return;
+        }
+        let Some(seen) = self.pods.get_mut(&ticket.uid) else {
+            return;
+        };
+        seen.binding = false;
+        seen.bound_to = Some(ticket.node.clone());
+        let key = seen.key.clone();
+        let requests = seen.requests.clone();
+        if let Some(plan) = self.plans.get_mut(&key)
+            && let Some(&s) = plan.by_uid.get(&ticket.uid)
+        {
+            let held_on = plan.node_id(&plan.seats[s]);
+            plan.seats[s].holder = Holder::Bound(ticket.uid.clone());
+            plan.touched = now;
+            self.held.release(held_on, &plan.requests);
+            if held_on != ticket.node_id {
+                // A seat of a pooled leaf bound to another node of the leaf than the one its
+                // hold sat on: a seat of this plan held there moves its hold over, so the
+                // holds keep matching where the room is.
+                let (leaf, member) = (plan.seats[s].leaf, plan.seats[s].member);
+                let ids = &plan.flavor.member_ids;
+                let moved = plan
+                    .seats
+                    .iter_mut()
+                    .find(|o| o.holds() && o.leaf == leaf && ids[o.member] == ticket.node_id);
+                if let Some(other) = moved {
+                    other.member = member;
+                    self.held.release(ticket.node_id, &plan.requests);
+                    self.held.hold(held_on, &plan.requests);
                 }
             }
-        } else if !facts.tas_marked {
-            // No queue and no podset annotation: admission would say "not TAS" anyway.
-            return Ok(Route::Lone);
-        } else {
-            owned = workload_of_pod(pod)
-                .map_err(|e| format!("Pod {}/{}: {e}", facts.namespace, facts.name))?;
-            &owned
-        };
-        let admitted = match admission::admit(workload, &self.cluster, &self.gates) {
-            Ok(Some(a)) => a,
-            Ok(None) => return Ok(Route::Lone),
-            Err(d) => return Ok(Route::Denied(d)),
-        };
-        let Some(ps) = admitted.pod_sets.into_iter().next() else {
-            return Ok(Route::Lone);
-        };
-        Ok(match ps.flavor {
-            Some(flavor) => Route::Group {
-                flavor,
-                spec: Box::new(ps.spec),
+            if plan.complete() {
+                self.plans.remove(&key);
+            }
+        }
+        state.assume(
+            &ticket.uid,
+            PodUsage {
+                namespace: ticket.namespace.clone(),
+                name: ticket.name.clone(),
+                node: ticket.node_id,
+                requests,
+                group: key.group,
+                assumed: true,
             },
-            None => Route::Lone,
-        })
+        );
+        PlanCounters::bump(&self.counters.pods_bound);
+        self.publish();
     }
 
-    /// Free capacity of a flavor's tree: allocatable minus bound pods minus held seats.
-    fn free_capacity(&self, f: &FlavorTopology) -> FreeCapacity {
-        let tree = &f.tree;
-        let mut free = FreeCapacity::empty(tree);
-        for (i, usage) in self.used.iter().enumerate() {
-            if usage.is_empty() {
-                continue;
-            }
-            if let Some(leaf) = tree.leaf_of_node(&self.cluster.nodes[i].name) {
-                free.subtract(tree, leaf, usage);
-            }
+    /// The Binding failed: the seat is freed (open again, its capacity still held for the
+    /// group) and the pod may be filtered and bound anew.
+    pub fn abort_bind(&mut self, ticket: &BindTicket) {
+        if ticket.already_bound {
+            return;
         }
-        for (node, held) in self.held.nodes() {
-            if let Some(leaf) = tree.leaf_of_node(node) {
-                free.subtract(tree, leaf, held);
-            }
+        PlanCounters::bump(&self.counters.binds_failed);
+        let Some(seen) = self.pods.get_mut(&ticket.uid) else {
+            return;
+        };
+        seen.binding = false;
+        let key = seen.key.clone();
+        if let Some(plan) = self.plans.get_mut(&key)
+            && let Some(s) = plan.by_uid.remove(&ticket.uid)
+        {
+            plan.seats[s].holder = Holder::Open;
         }
-        for (leaf, held) in self.held.leaves_of(&f.name) {
-            free.subtract(tree, leaf, held);
-        }
-        free
+        self.publish();
     }
 
-    /// Plans the group, or says why it does not fit.
+    /// Free capacity of a flavor's tree: allocatable minus usage minus held seats.
+    fn free_capacity(
+        &self,
+        state: &ClusterState,
+        f: &FlavorTopology,
+    ) -> crate::topology::capacity::FreeCapacity {
+        state.free_capacity(f, |id| self.held.at(id))
+    }
+
+    /// Plans the PodSet, or says why it does not fit.
     fn make_plan(
         &mut self,
-        group: &GroupKey,
+        state: &ClusterState,
+        key: &PlanKey,
         flavor_name: &str,
         spec: &PodSetSpec,
         now: Instant,
         keep: bool,
     ) -> Result<(), Rejection> {
-        if let Some(f) = self.failures.get(group)
-            && f.generation == self.generation
+        let generations = (state.capacity_generation(), self.generation);
+        if let Some(f) = self.failures.get(key)
+            && f.generations == generations
         {
             return Err(f.rejection.clone());
         }
-        let Some(flavor) = self.flavor(flavor_name) else {
+        let Some(flavor) = state.flavor(flavor_name) else {
             return Err(Rejection {
                 reason: format!(
                     "node(s) cannot be used: ResourceFlavor {flavor_name:?} has no Topology"
@@ -603,14 +660,12 @@ impl PlanBook {
             .as_ref()
             .and_then(|t| t.required.as_ref().or(t.preferred.as_ref()))
             .and_then(|l| tree.level_index(l));
-        // Pods of the group already bound (a restart, a replacement): plan only the rest,
-        // inside the domain they sit in.
-        let bound: Vec<DomainIdx> = self
-            .cluster
-            .bound_pods
-            .iter()
-            .filter(|p| member_of(p, group))
-            .filter_map(|p| tree.leaf_of_node(&p.node_name))
+        // Pods of the group already holding capacity (a restart, a replacement): plan only the
+        // rest, inside the domain they sit in.
+        let bound: Vec<DomainIdx> = state
+            .members(&key.group)
+            .filter_map(|p| state.node(p.node))
+            .filter_map(|n| tree.leaf_of_node(&n.name))
             .collect();
         let mut request = spec.clone();
         let mut within = None;
@@ -625,7 +680,7 @@ impl PlanBook {
                 t.slice_layers.clear();
             }
         }
-        let free = self.free_capacity(&flavor);
+        let free = self.free_capacity(state, &flavor);
         let ctx = PlacementContext {
             tree,
             free: &free,
@@ -643,7 +698,7 @@ impl PlanBook {
             },
         );
         tracing::info!(
-            group = %group,
+            group = %key,
             pods = request.count,
             place_ms = started.elapsed().as_secs_f64() * 1e3,
             fits = outcome.is_ok(),
@@ -652,44 +707,36 @@ impl PlanBook {
         match outcome {
             Ok(_) if !keep => Ok(()),
             Ok(placement) => {
-                let mut seats = Vec::with_capacity(request.count as usize);
+                let mut plan = Plan {
+                    flavor: flavor.clone(),
+                    requests: spec.requests.clone(),
+                    level,
+                    seats: Vec::with_capacity(request.count as usize),
+                    by_uid: HashMap::new(),
+                    touched: now,
+                };
                 for &(leaf, count) in &placement.workers.domains {
-                    let node = if tree.hostname_lowest {
-                        tree.leaf_node(leaf).map(|n| n.name.clone())
-                    } else {
-                        None
-                    };
                     for _ in 0..count {
-                        seats.push(Seat {
+                        let member = self.hold_in_leaf(state, &flavor, leaf, &plan.requests);
+                        plan.seats.push(Seat {
                             leaf,
-                            node: node.clone(),
+                            member,
                             holder: Holder::Open,
                         });
                     }
                 }
-                let plan = Plan {
-                    flavor: flavor.clone(),
-                    requests: spec.requests.clone(),
-                    level,
-                    seats,
-                    by_uid: HashMap::new(),
-                    touched: now,
-                };
-                for seat in &plan.seats {
-                    self.held.hold(plan.held_at(seat), &plan.requests);
-                }
-                self.plans.insert(group.clone(), plan);
-                self.failures.remove(group);
-                self.stats.plans_made += 1;
+                self.plans.insert(key.clone(), plan);
+                self.failures.remove(key);
+                PlanCounters::bump(&self.counters.plans_made);
                 Ok(())
             }
             Err(not_fit) => {
                 // Would it fit on an empty cluster? Then freeing capacity (preemption) may
                 // help; otherwise it never will.
-                let empty = FreeCapacity::empty(tree);
+                let allocatable = state.allocatable(&flavor);
                 let fits_empty = place_group(
                     &PlacementContext {
-                        free: &empty,
+                        free: &allocatable,
                         ..ctx
                     },
                     &GroupRequest {
@@ -701,17 +748,17 @@ impl PlanBook {
                 .is_ok();
                 let rejection = Rejection {
                     reason: format!(
-                        "node(s) cannot take {group} ({} pods): {}",
+                        "node(s) cannot take {key} ({} pods): {}",
                         spec.count, not_fit.message
                     )
                     .into(),
                     unresolvable: !fits_empty,
                 };
-                self.stats.groups_not_fit += 1;
+                PlanCounters::bump(&self.counters.groups_not_fit);
                 self.failures.insert(
-                    group.clone(),
+                    key.clone(),
                     Failure {
-                        generation: self.generation,
+                        generations,
                         message: not_fit.message,
                         rejection: rejection.clone(),
                     },
@@ -721,21 +768,45 @@ impl PlanBook {
         }
     }
 
+    /// Holds one pod of `requests` on a node of `leaf` and returns that node (as a member
+    /// index): the first with room once usage and holds are counted, else the leaf's first.
+    fn hold_in_leaf(
+        &mut self,
+        state: &ClusterState,
+        flavor: &FlavorTopology,
+        leaf: DomainIdx,
+        requests: &ResourceList,
+    ) -> usize {
+        let members = &flavor.tree.domains[leaf].nodes;
+        let member = members
+            .iter()
+            .copied()
+            .find(|&m| {
+                let id = flavor.member_ids[m];
+                state.room_for(id, self.held.at(id), requests)
+            })
+            .or_else(|| members.first().copied())
+            .unwrap_or_default();
+        self.held.hold(flavor.member_ids[member], requests);
+        member
+    }
+
     /// The seat's node(s) among the candidates.
     fn seat_filter(
         &mut self,
+        state: &ClusterState,
+        key: &PlanKey,
         facts: &PodFacts,
         candidates: &[&str],
         now: Instant,
     ) -> FilterVerdict {
-        let group = &facts.group;
-        let Some(plan) = self.plans.get_mut(group) else {
-            return FilterVerdict::Invalid(format!("no plan for {group}"));
+        let Some(plan) = self.plans.get_mut(key) else {
+            return FilterVerdict::Invalid(format!("no plan for {key}"));
         };
         plan.touched = now;
         let seat = match plan.take_seat(&facts.uid, facts.completion_index) {
             Some(s) => s,
-            None => match self.extra_seat(group, &facts.uid) {
+            None => match self.extra_seat(state, key, &facts.uid) {
                 Ok(s) => s,
                 Err(rejection) => {
                     return FilterVerdict::Only {
@@ -745,19 +816,19 @@ impl PlanBook {
                 }
             },
         };
-        let plan = &self.plans[group];
+        let plan = &self.plans[key];
         let nodes = seat_nodes(plan, &plan.seats[seat]);
         let place = describe_seat(plan, &plan.seats[seat]);
         let pass = positions(candidates, |c| nodes.contains(&c));
         let reason = if pass.is_empty() {
             format!(
-                "node(s) outside {place} planned for {group} (the seat's node(s) {} were not \
+                "node(s) outside {place} planned for {key} (the seat's node(s) {} were not \
                  among the scheduler's candidates: check their taints, free resources and the \
                  pod's nodeSelector)",
                 nodes.join(", ")
             )
         } else {
-            format!("node(s) outside {place} planned for {group}")
+            format!("node(s) outside {place} planned for {key}")
         };
         FilterVerdict::Only {
             pass,
@@ -768,19 +839,25 @@ impl PlanBook {
         }
     }
 
-    /// One more seat for a group whose seats are all taken (a replacement pod): inside the
+    /// One more seat for a PodSet whose seats are all taken (a replacement pod): inside the
     /// plan's domain, on capacity nobody holds.
-    fn extra_seat(&mut self, group: &GroupKey, uid: &str) -> Result<usize, Rejection> {
-        let plan = &self.plans[group];
+    fn extra_seat(
+        &mut self,
+        state: &ClusterState,
+        key: &PlanKey,
+        uid: &str,
+    ) -> Result<usize, Rejection> {
+        let plan = &self.plans[key];
         let flavor = plan.flavor.clone();
+        let requests = plan.requests.clone();
         let within = plan.domain();
         let one = PodSetSpec {
-            name: "main".to_string(),
+            name: key.pod_set.clone(),
             count: 1,
-            requests: plan.requests.clone(),
+            requests: requests.clone(),
             ..Default::default()
         };
-        let free = self.free_capacity(&flavor);
+        let free = self.free_capacity(state, &flavor);
         let ctx = PlacementContext {
             tree: &flavor.tree,
             free: &free,
@@ -796,45 +873,40 @@ impl PlanBook {
                 within,
             },
         );
-        let leaf = match placed.ok().and_then(|p| p.workers.domains.first().copied()) {
-            Some((leaf, _)) => leaf,
-            None => {
-                return Err(Rejection {
-                    reason: format!(
-                        "node(s) have no room for another pod of {group}: every seat of its \
-                         plan is taken and its domain is full"
-                    )
-                    .into(),
-                    unresolvable: false,
-                });
-            }
-        };
-        let node = if flavor.tree.hostname_lowest {
-            flavor.tree.leaf_node(leaf).map(|n| n.name.clone())
-        } else {
-            None
-        };
-        let Some(plan) = self.plans.get_mut(group) else {
+        let Some((leaf, _)) = placed.ok().and_then(|p| p.workers.domains.first().copied()) else {
             return Err(Rejection {
-                reason: format!("node(s) lost the plan for {group}").into(),
+                reason: format!(
+                    "node(s) have no room for another pod of {key}: every seat of its plan is \
+                     taken and its domain is full"
+                )
+                .into(),
+                unresolvable: false,
+            });
+        };
+        let member = self.hold_in_leaf(state, &flavor, leaf, &requests);
+        let Some(plan) = self.plans.get_mut(key) else {
+            return Err(Rejection {
+                reason: format!("node(s) lost the plan for {key}").into(),
                 unresolvable: false,
             });
         };
         plan.seats.push(Seat {
             leaf,
-            node,
+            member,
             holder: Holder::Taken(uid.to_string()),
         });
         let s = plan.seats.len() - 1;
         plan.by_uid.insert(uid.to_string(), s);
-        let place = plan.held_at(&plan.seats[s]);
-        let requests = plan.requests.clone();
-        self.held.hold(place, &requests);
         Ok(s)
     }
 
     /// A pod with no group: any candidate, except where plans hold the room it needs.
-    fn lone_filter(&self, facts: &PodFacts, candidates: &[&str]) -> FilterVerdict {
+    fn lone_filter(
+        &self,
+        state: &ClusterState,
+        facts: &PodFacts,
+        candidates: &[&str],
+    ) -> FilterVerdict {
         let mut rejected = Vec::new();
         if self.held.is_empty() {
             return FilterVerdict::Except { rejected };
@@ -843,59 +915,18 @@ impl PlanBook {
             reason: "node(s) have their free capacity held by kube-tas for a pod group".into(),
             unresolvable: false,
         };
-        let mut need = facts.requests.clone();
-        *need.entry(PODS.to_string()).or_insert(0) += 1;
-        let leaf_holds = self.held.has_leaves();
         for (i, name) in candidates.iter().enumerate() {
-            if !leaf_holds && self.held.at_node(name).is_none() {
-                continue;
-            }
-            let Some(&n) = self.node_index.get(*name) else {
+            let Some(id) = state.node_id(name) else {
                 continue;
             };
-            if !self.room_for(n, &need) {
+            let Some(held) = self.held.at(id) else {
+                continue;
+            };
+            if !state.room_for(id, Some(held), &facts.requests) {
                 rejected.push((i, reason.clone()));
             }
         }
         FilterVerdict::Except { rejected }
-    }
-
-    /// Whether node `n` has room for `need` once held seats are counted.
-    fn room_for(&self, n: usize, need: &ResourceList) -> bool {
-        let node = &self.cluster.nodes[n];
-        if let Some(held) = self.held.at_node(&node.name)
-            && !fits(&node.allocatable, &[&self.used[n], held], need)
-        {
-            return false;
-        }
-        for f in self.flavors.values() {
-            let Some(leaf) = f.tree.leaf_of_node(&node.name) else {
-                continue;
-            };
-            let Some(held) = self.held.at_leaf(&f.name, leaf) else {
-                continue;
-            };
-            let d = &f.tree.domains[leaf];
-            let mut leaf_used = ResourceList::new();
-            for &m in &d.nodes {
-                if let Some(&i) = self.node_index.get(&f.tree.nodes[m].name) {
-                    for (k, v) in &self.used[i] {
-                        *leaf_used.entry(k.clone()).or_insert(0) += v;
-                    }
-                }
-            }
-            let capacity: ResourceList = f
-                .tree
-                .resources
-                .iter()
-                .cloned()
-                .zip(d.capacity.iter().copied())
-                .collect();
-            if !fits(&capacity, &[&leaf_used, held], need) {
-                return false;
-            }
-        }
-        true
     }
 
     /// Expires plans idle for longer than the TTL (at most once a second) and forgets pods
@@ -908,22 +939,25 @@ impl PlanBook {
         }
         self.last_sweep = Some(now);
         let ttl = self.ttl;
-        let stale: Vec<GroupKey> = self
+        let stale: Vec<PlanKey> = self
             .plans
             .iter()
             .filter(|(_, p)| now.saturating_duration_since(p.touched) >= ttl)
+            .filter(|(_, p)| {
+                !p.seats
+                    .iter()
+                    .any(|s| matches!(s.holder, Holder::Binding(_)))
+            })
             .map(|(k, _)| k.clone())
             .collect();
         for key in stale {
             let Some(plan) = self.plans.remove(&key) else {
                 continue;
             };
-            for seat in &plan.seats {
-                if !matches!(seat.holder, Holder::Bound(_)) {
-                    self.held.release(&plan.held_at(seat), &plan.requests);
-                }
+            for seat in plan.seats.iter().filter(|s| s.holds()) {
+                self.held.release(plan.node_id(seat), &plan.requests);
             }
-            self.stats.plans_expired += 1;
+            PlanCounters::bump(&self.counters.plans_expired);
             self.generation += 1;
             tracing::info!(group = %key, "plan expired: its pods did not come");
         }
@@ -932,28 +966,24 @@ impl PlanBook {
         let plans = &self.plans;
         self.pods.retain(|uid, p| {
             p.bound_to.is_some()
+                || p.binding
                 || now.saturating_duration_since(p.seen) < ttl
                 || plans
-                    .get(&p.group)
+                    .get(&p.key)
                     .is_some_and(|plan| plan.by_uid.contains_key(uid))
         });
         if self.failures.len() > 10_000 {
             self.failures.clear();
         }
+        self.publish();
     }
 }
 
-/// Pod `p` belongs to `group`.
-fn member_of(p: &BoundPod, group: &GroupKey) -> bool {
-    if p.namespace != group.namespace {
-        return false;
-    }
-    match group.kind {
-        WorkloadKind::Job => p.owner_job.as_deref() == Some(group.name.as_str()),
-        WorkloadKind::PodGroup => {
-            p.owner_job.is_none() && p.labels.get(keys::POD_GROUP_NAME_LABEL) == Some(&group.name)
-        }
-        WorkloadKind::Pod => false,
+/// The plan key of a group's only PodSet.
+fn main_key(group: &GroupKey) -> PlanKey {
+    PlanKey {
+        group: group.clone(),
+        pod_set: MAIN_POD_SET.to_string(),
     }
 }
 
@@ -964,19 +994,18 @@ fn common_ancestor(tree: &TopologyTree, leaves: &[DomainIdx], level: usize) -> O
     it.all(|d| d == first).then_some(first)
 }
 
-/// The nodes a seat stands for.
+/// The nodes a seat stands for: its node in hostname-lowest trees, every node of its leaf
+/// otherwise.
 fn seat_nodes<'a>(plan: &'a Plan, seat: &'a Seat) -> Vec<&'a str> {
-    match &seat.node {
-        Some(n) => vec![n.as_str()],
-        None => {
-            let tree = &plan.flavor.tree;
-            tree.domains[seat.leaf]
-                .nodes
-                .iter()
-                .map(|&m| tree.nodes[m].name.as_str())
-                .collect()
-        }
+    let tree = &plan.flavor.tree;
+    if tree.hostname_lowest {
+        return vec![tree.nodes[seat.member].name.as_str()];
     }
+    tree.domains[seat.leaf]
+        .nodes
+        .iter()
+        .map(|&m| tree.nodes[m].name.as_str())
+        .collect()
 }
 
 /// `rack r3` / `host n7`: the seat's domain at the plan's level (or its own leaf) by the
@@ -999,18 +1028,6 @@ pub fn level_noun(label: &str) -> String {
     }
     let last = label.rsplit('/').next().unwrap_or(label);
     last.strip_prefix("topology-").unwrap_or(last).to_string()
-}
-
-/// `capacity - sum(used) >= need` for every resource `need` asks for (zero asks pass).
-fn fits(capacity: &ResourceList, used: &[&ResourceList], need: &ResourceList) -> bool {
-    need.iter().all(|(k, &v)| {
-        if v <= 0 {
-            return true;
-        }
-        let cap = capacity.get(k).copied().unwrap_or(0);
-        let taken: i64 = used.iter().map(|u| u.get(k).copied().unwrap_or(0)).sum();
-        cap - taken >= v
-    })
 }
 
 /// Indices of the candidates matching `keep`.

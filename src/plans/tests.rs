@@ -14,7 +14,61 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 
 use super::*;
-use crate::cluster::load_paths;
+use crate::cluster::{Cluster, WorkloadKind, load_paths};
+
+/// The book and the state it decides over, called as the extender calls them; `cluster` is
+/// the loaded manifests (nodes in file order: the scheduler's candidate list).
+struct TestBook {
+    book: PlanBook,
+    state: ClusterState,
+    cluster: Cluster,
+}
+
+impl TestBook {
+    fn new(cluster: Cluster, ttl: Duration) -> Self {
+        Self {
+            book: PlanBook::new(FeatureGates::default(), ttl),
+            state: ClusterState::from_cluster(&cluster),
+            cluster,
+        }
+    }
+
+    fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+
+    fn filter(&mut self, pod: &Pod, candidates: &[&str], now: Instant) -> FilterVerdict {
+        self.book.filter(&self.state, pod, candidates, now)
+    }
+
+    fn bind(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        node: &str,
+        now: Instant,
+    ) -> Result<(), BindError> {
+        self.book
+            .bind(&mut self.state, namespace, name, uid, node, now)
+    }
+
+    fn favoured(&mut self, pod: &Pod, candidates: &[&str]) -> Vec<usize> {
+        self.book.favoured(pod, candidates)
+    }
+
+    fn group_failure(&self, group: &GroupKey) -> Option<&str> {
+        self.book.group_failure(group)
+    }
+
+    fn stats(&self) -> PlanStats {
+        self.book.stats()
+    }
+
+    fn node_usage(&self, node: &str) -> Option<&ResourceList> {
+        self.state.node_usage(node)
+    }
+}
 
 const RACK: &str = "cloud.provider.com/topology-rack";
 const BLOCK: &str = "cloud.provider.com/topology-block";
@@ -218,13 +272,13 @@ fn load(yaml: &str) -> Cluster {
 }
 
 /// A book over `racks` racks plus `extra` documents (Jobs, bound pods).
-fn book(racks: usize, extra: &str) -> PlanBook {
+fn book(racks: usize, extra: &str) -> TestBook {
     book_with_ttl(racks, extra, TTL)
 }
 
-fn book_with_ttl(racks: usize, extra: &str, ttl: Duration) -> PlanBook {
+fn book_with_ttl(racks: usize, extra: &str, ttl: Duration) -> TestBook {
     let yaml = format!("{}{extra}", base_yaml(racks));
-    PlanBook::new(load(&yaml), FeatureGates::default(), ttl)
+    TestBook::new(load(&yaml), ttl)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -291,12 +345,12 @@ fn pod_name(job: &str, index: usize) -> String {
 // ---------------------------------------------------------------------------------------------
 
 /// Every node of the book, in file order: the scheduler's candidate list.
-fn all_nodes(b: &PlanBook) -> Vec<String> {
+fn all_nodes(b: &TestBook) -> Vec<String> {
     b.cluster().nodes.iter().map(|n| n.name.clone()).collect()
 }
 
 /// The one node a group pod is sent to (its seat), panicking on anything else.
-fn seat_of(b: &mut PlanBook, pod: &Pod, now: Instant) -> String {
+fn seat_of(b: &mut TestBook, pod: &Pod, now: Instant) -> String {
     let names = all_nodes(b);
     let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
     match b.filter(pod, &candidates, now) {
@@ -313,18 +367,18 @@ fn seat_of(b: &mut PlanBook, pod: &Pod, now: Instant) -> String {
 }
 
 /// The rack label of a node.
-fn rack_of(b: &PlanBook, node: &str) -> String {
+fn rack_of(b: &TestBook, node: &str) -> String {
     let n = b.cluster().nodes.iter().find(|n| n.name == node).unwrap();
     format!("{}/{}", n.labels[BLOCK], n.labels[RACK])
 }
 
-fn cpu_used(b: &PlanBook, node: &str) -> i64 {
+fn cpu_used(b: &TestBook, node: &str) -> i64 {
     b.node_usage(node)
         .and_then(|u| u.get("cpu").copied())
         .unwrap_or(0)
 }
 
-fn cpu_allocatable(b: &PlanBook, node: &str) -> i64 {
+fn cpu_allocatable(b: &TestBook, node: &str) -> i64 {
     b.cluster()
         .nodes
         .iter()
@@ -334,7 +388,7 @@ fn cpu_allocatable(b: &PlanBook, node: &str) -> i64 {
 }
 
 /// Seats of pods `0..n` of `job`, filtered in index order at `now`.
-fn seats(b: &mut PlanBook, job: &str, n: usize, cpu: u32, now: Instant) -> Vec<String> {
+fn seats(b: &mut TestBook, job: &str, n: usize, cpu: u32, now: Instant) -> Vec<String> {
     (0..n)
         .map(|i| seat_of(b, &job_pod(job, i, cpu), now))
         .collect()
@@ -349,7 +403,7 @@ fn count_by<'a>(items: impl IntoIterator<Item = &'a String>) -> BTreeMap<String,
 }
 
 /// The candidates a lone pod is turned away from, by name.
-fn lone_rejected(b: &mut PlanBook, pod: &Pod, now: Instant) -> Vec<String> {
+fn lone_rejected(b: &mut TestBook, pod: &Pod, now: Instant) -> Vec<String> {
     let names = all_nodes(b);
     let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
     match b.filter(pod, &candidates, now) {
@@ -998,7 +1052,7 @@ fn without_a_hostname_level_a_seat_is_a_rack() {
     // rack's capacity is what is held.
     let yaml = base_yaml(2).replace("  - nodeLabel: kubernetes.io/hostname\n", "")
         + &job_yaml("train", 4, 2, RACK);
-    let mut b = PlanBook::new(load(&yaml), FeatureGates::default(), TTL);
+    let mut b = TestBook::new(load(&yaml), TTL);
     let t0 = Instant::now();
     let names = all_nodes(&b);
     let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
@@ -1042,3 +1096,106 @@ fn without_a_hostname_level_a_seat_is_a_rack() {
     assert_eq!(cpu_used(&b, passed[1]), 2000);
     assert_eq!(b.stats().seats_held, 3);
 }
+
+/// A second flavor over the same nodes whose Topology stops at the rack (seats are racks),
+/// with its own ClusterQueue and LocalQueue `rack-queue`.
+const RACK_FLAVOR_YAML: &str = r#"---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Topology
+metadata:
+  name: racks
+spec:
+  levels:
+  - nodeLabel: cloud.provider.com/topology-block
+  - nodeLabel: cloud.provider.com/topology-rack
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata:
+  name: rack-flavor
+spec:
+  topologyName: racks
+  nodeLabels:
+    node-group: tas
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata:
+  name: rack-cluster-queue
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, memory]
+    flavors:
+    - name: rack-flavor
+      resources:
+      - name: cpu
+        nominalQuota: '1000'
+      - name: memory
+        nominalQuota: 4000Gi
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata:
+  name: rack-queue
+  namespace: default
+spec:
+  clusterQueue: rack-cluster-queue
+"#;
+
+#[test]
+fn a_hold_on_a_rack_seat_is_kept_from_a_plan_on_another_flavor_over_the_same_nodes() {
+    // One rack of 2 hosts x 4 cpu. `wide` (rack-flavor, seats are racks) takes the whole rack;
+    // `small` (tas-flavor, hostname seats) needs one cpu in one rack: it must not fit while
+    // `wide` holds the rack, and must fit once `wide`'s plan expires.
+    let yaml = base_yaml(1)
+        + RACK_FLAVOR_YAML
+        + &job_yaml("wide", 8, 1, RACK).replace("tas-user-queue", "rack-queue")
+        + &job_yaml("small", 1, 1, RACK);
+    let mut b = TestBook::new(load(&yaml), TTL);
+    let t0 = Instant::now();
+    let names = all_nodes(&b);
+    let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
+    let verdict = b.filter(&job_pod("wide", 0, 1), &candidates, t0);
+    let FilterVerdict::Only { pass, .. } = &verdict else {
+        panic!("{verdict:?}")
+    };
+    assert_eq!(pass.len(), 2, "a rack seat passes both hosts: {verdict:?}");
+    // Both hosts are fully held (4 seats on each), whichever flavor asks.
+    for host in ["b1-r1-h1", "b1-r1-h2"] {
+        let held = b.book.held_on(&b.state, host).unwrap();
+        assert_eq!((held["cpu"], held[PODS_KEY]), (4000, 4), "{host}");
+    }
+    let verdict = b.filter(&job_pod("small", 0, 1), &candidates, t0);
+    let FilterVerdict::Only { pass, rejected } = &verdict else {
+        panic!("{verdict:?}")
+    };
+    assert!(pass.is_empty(), "small must not fit: {verdict:?}");
+    assert!(
+        rejected.reason.contains("Job default/small"),
+        "{rejected:?}"
+    );
+    assert!(!lone_rejected(&mut b, &lone_pod("web", 1), t0).is_empty());
+    // The rack seat binds on either host; the hold follows the pod.
+    b.bind(
+        "default",
+        &pod_name("wide", 0),
+        &uid("wide", 0),
+        "b1-r1-h2",
+        t0,
+    )
+    .unwrap();
+    let held: i64 = ["b1-r1-h1", "b1-r1-h2"]
+        .iter()
+        .map(|h| b.book.held_on(&b.state, h).map_or(0, |r| r["cpu"]))
+        .sum();
+    assert_eq!(held + cpu_used(&b, "b1-r1-h2"), 8000);
+    assert!(
+        cpu_used(&b, "b1-r1-h2") + b.book.held_on(&b.state, "b1-r1-h2").unwrap()["cpu"] <= 4000
+    );
+    // Once `wide` expires, `small` fits.
+    let later = t0 + TTL + Duration::from_secs(1);
+    assert_eq!(seats(&mut b, "small", 1, 1, later).len(), 1);
+}
+
+const PODS_KEY: &str = crate::topology::resources::PODS;

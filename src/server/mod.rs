@@ -28,7 +28,6 @@ use tower_http::timeout::TimeoutLayer;
 
 use crate::admission::Webhook;
 use crate::extender::Extender;
-use crate::plans::PlanBook;
 use crate::topology::FeatureGates;
 
 pub mod admin;
@@ -156,7 +155,7 @@ pub fn main_router(extender: Extender) -> Router {
 
 /// The main router counting into `metrics`, refusing bodies over `max_body_bytes` with 413.
 pub fn main_router_with(extender: Extender, metrics: &Metrics, max_body_bytes: usize) -> Router {
-    let webhook = extender.with_book(|book| Webhook::from_book(book));
+    let webhook = Webhook::new(extender.state().clone(), extender.gates().clone());
     Router::new()
         .nest("/scheduler", crate::extender::http::routes(extender))
         .merge(crate::admission::http::routes(webhook, metrics.clone()))
@@ -336,8 +335,8 @@ pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
         load_ms = started.elapsed().as_secs_f64() * 1e3,
         "cluster loaded"
     );
-    let book = PlanBook::new(cluster, config.feature_gates.clone(), config.plan_ttl);
-    let mut server = start(&config, Extender::new(book)).await?;
+    let extender = Extender::over_cluster(&cluster, config.feature_gates.clone(), config.plan_ttl);
+    let mut server = start(&config, extender).await?;
     server.readiness().mark_ready();
     tracing::info!("ready");
     tokio::select! {

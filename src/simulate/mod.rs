@@ -19,12 +19,13 @@ pub mod pods;
 pub mod table;
 
 use crate::admission::{self, AdmittedPodSet};
+use crate::cluster::state::FlavorTopology;
 use crate::cluster::{Cluster, Workload};
 use crate::extender::wire::{MAX_EXTENDER_PRIORITY, MIN_EXTENDER_PRIORITY};
 use crate::extender::{
     Extender, ExtenderBindingArgs, ExtenderBindingResult, ExtenderFilterResult, HostPriority,
 };
-use crate::plans::{FlavorTopology, PlanBook, PodFacts};
+use crate::plans::PodFacts;
 use crate::topology::FeatureGates;
 use crate::topology::capacity::FreeCapacity;
 use crate::topology::tree::{DomainIdx, TopologyTree};
@@ -142,26 +143,22 @@ impl ExtenderCalls for Extender {
 
     fn explain(&mut self, pod: &Pod) -> Option<String> {
         let now = std::time::Instant::now();
-        self.with_book(|b| {
+        self.with_book(|b, state| {
             let group = PodFacts::of(pod).ok()?.group;
             b.group_failure(&group)
                 .map(str::to_string)
-                .or_else(|| b.diagnose(pod, now))
+                .or_else(|| b.diagnose(state, pod, now))
         })
     }
 
     fn flavor(&mut self, _cluster: &Cluster, name: &str) -> Option<Arc<FlavorTopology>> {
-        self.with_book(|b| b.flavor(name))
+        Extender::flavor(self, name)
     }
 }
 
 /// Runs the simulation over a loaded cluster, through an in-process extender.
 pub fn run(cluster: &Cluster, gates: &FeatureGates) -> Report {
-    let mut extender = Extender::new(PlanBook::new(
-        cluster.clone(),
-        gates.clone(),
-        SIMULATION_PLAN_TTL,
-    ));
+    let mut extender = Extender::over_cluster(cluster, gates.clone(), SIMULATION_PLAN_TTL);
     run_with(cluster, gates, &mut extender)
 }
 
@@ -215,7 +212,7 @@ impl Simulation<'_, '_> {
             warnings: Vec::new(),
             pod_sets: Vec::new(),
         };
-        let admitted = match admission::admit(w, self.cluster, self.gates) {
+        let admitted = match admission::admit(w, &self.cluster.kueue, self.gates) {
             Ok(Some(a)) => a,
             Ok(None) => return None,
             Err(denial) => {
@@ -266,7 +263,7 @@ impl Simulation<'_, '_> {
         ps: &AdmittedPodSet,
     ) -> Result<(Vec<String>, Vec<DomainCount>), String> {
         let flavor_name = ps.flavor.clone().unwrap_or_default();
-        let Some(rf) = self.cluster.resource_flavors.get(&flavor_name) else {
+        let Some(rf) = self.cluster.kueue.resource_flavors.get(&flavor_name) else {
             return Err(format!("ResourceFlavor {flavor_name:?} does not exist"));
         };
         let Some(flavor) = self.extender.flavor(self.cluster, &flavor_name) else {

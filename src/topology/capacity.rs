@@ -26,6 +26,25 @@ impl FreeCapacity {
         Self { values, width }
     }
 
+    /// Nothing anywhere: the start for capacity summed node by node ([`Self::add`]).
+    pub fn zero(tree: &TopologyTree) -> Self {
+        let width = tree.resources.len();
+        Self {
+            values: vec![0; width * tree.domains.len()],
+            width,
+        }
+    }
+
+    /// Adds a node's allocatable (or any resource total) to a leaf.
+    pub fn add(&mut self, tree: &TopologyTree, leaf: DomainIdx, amounts: &ResourceList) {
+        let slot = &mut self.values[leaf * self.width..(leaf + 1) * self.width];
+        for (name, value) in amounts {
+            if let Some(id) = tree.resource_id(name) {
+                slot[id] = slot[id].saturating_add(*value);
+            }
+        }
+    }
+
     /// Allocatable minus the given usage, one entry per pod: (node name, its requests).
     /// Each entry also takes one `pods` slot. Usage on nodes outside the tree is ignored
     /// (Kueue drops usage of domains that no longer have a leaf).

@@ -65,15 +65,15 @@ pub struct TopologyTree {
 impl TopologyTree {
     /// Builds the tree from the nodes that belong to the flavor: Ready, schedulable, carrying
     /// every `flavor_node_labels` entry and every level label.
-    pub fn build(
+    pub fn build<'n>(
         topology_name: &str,
         levels: &[String],
         flavor_node_labels: &BTreeMap<String, String>,
-        nodes: &[NodeInfo],
+        nodes: impl IntoIterator<Item = &'n NodeInfo>,
     ) -> Self {
         let hostname_lowest = levels.last().is_some_and(|l| l == HOSTNAME_LABEL);
         let members: Vec<&NodeInfo> = nodes
-            .iter()
+            .into_iter()
             .filter(|n| n.schedulable_and_ready())
             .filter(|n| {
                 flavor_node_labels

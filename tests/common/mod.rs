@@ -23,7 +23,7 @@ use tokio::task::JoinHandle;
 use tower::ServiceExt;
 
 use kube_tas::extender::Extender;
-use kube_tas::plans::PlanBook;
+
 use kube_tas::topology::FeatureGates;
 
 /// Installs ring as the process-wide rustls provider, once (tests have no `main`).
@@ -71,11 +71,7 @@ pub fn examples_dir() -> PathBuf {
 /// An extender over the `examples/` cluster with Kueue's default gates.
 pub fn example_extender() -> Extender {
     let cluster = kube_tas::cluster::load_paths(&[examples_dir()]).expect("examples load");
-    Extender::new(PlanBook::new(
-        cluster,
-        FeatureGates::default(),
-        Duration::from_secs(60),
-    ))
+    Extender::over_cluster(&cluster, FeatureGates::default(), Duration::from_secs(60))
 }
 
 /// A well-formed `ExtenderArgs` body (cache mode).

@@ -204,17 +204,17 @@ status:
     assert_eq!(n1.labels["kubernetes.io/hostname"], "n1");
     assert!(n1.ready && !n1.unschedulable);
 
-    assert_eq!(cluster.topologies["default"].spec.levels.len(), 2);
+    assert_eq!(cluster.kueue.topologies["default"].spec.levels.len(), 2);
     assert_eq!(
-        cluster.resource_flavors["tas-flavor"]
+        cluster.kueue.resource_flavors["tas-flavor"]
             .spec
             .topology_name
             .as_deref(),
         Some("default")
     );
-    assert!(cluster.cluster_queues.contains_key("cq"));
+    assert!(cluster.kueue.cluster_queues.contains_key("cq"));
     assert_eq!(
-        cluster.local_queues[&("team".to_string(), "lq".to_string())]
+        cluster.kueue.local_queues[&("team".to_string(), "lq".to_string())]
             .spec
             .cluster_queue,
         "cq"
@@ -885,7 +885,7 @@ fn conformance_clusters_load() {
                 file.display(),
                 cluster.warnings
             );
-            assert!(!cluster.topologies.is_empty(), "{}", file.display());
+            assert!(!cluster.kueue.topologies.is_empty(), "{}", file.display());
             checked += 1;
         }
     }
@@ -966,7 +966,7 @@ kind: List
 items: null
 ";
     let cluster = load_ok(text);
-    assert_eq!(cluster.topologies["old"].spec.levels.len(), 1);
+    assert_eq!(cluster.kueue.topologies["old"].spec.levels.len(), 1);
     assert!(cluster.warnings.is_empty(), "{:?}", cluster.warnings);
 
     let (path, err) = load_err("apiVersion: v1\nkind: List\nitems: {a: 1}\n");

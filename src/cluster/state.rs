@@ -1,0 +1,663 @@
+//! [`ClusterState`]: everything placement and admission read about the cluster, changed only
+//! through events, whatever their source (manifest files, API-server watches, the extender's
+//! own binds).
+//!
+//! What it owns:
+//! * **nodes by stable id**: a node's name is interned to a [`NodeId`] on first sight and keeps
+//!   it for the life of the process (a node deleted and re-created under the same name gets the
+//!   same id back), so nothing is ever indexed by a position an event can reorder;
+//! * **usage per node**: the requests (plus one `pods` slot) of every pod that holds capacity
+//!   there, by pod uid, so applying the same pod twice never counts it twice;
+//! * the **Kueue objects** and the unfinished **Jobs** admission resolves against;
+//! * per-flavor **topology trees** ([`FlavorTopology`]), built on first use and stamped with
+//!   the topology generation: a node change that touches no label, readiness, schedulability,
+//!   taint or resource name only changes capacity, which is read live, so the trees stay.
+//!
+//! Invariants: `used[id]` is exactly the sum over `pods` whose node is `id`; `members` lists
+//! exactly the pods of `pods` per group; a tree of generation `g` was built from the nodes and
+//! Kueue objects as they stood at topology generation `g`. The capacity generation moves
+//! whenever capacity is given back (a pod gone or finished, a node added or grown, a failed
+//! bind undone), so a remembered "does not fit" is known to be stale.
+//!
+//! Locking: the state is one value; [`SharedState`] puts it behind a read-write lock. Writers
+//! (the watch appliers, `bind`) hold the write lock for one event at a time, so a reader never
+//! waits behind a whole batch. The tree cache has its own small lock so that readers can build a
+//! missing tree under the read lock.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Instant;
+
+use k8s_openapi::api::core::v1::Toleration;
+
+use super::group::GroupKey;
+use super::kueue::{ClusterQueue, KueueObjects, LocalQueue, ResourceFlavor, Topology};
+use super::{BoundPod, Cluster, Workload};
+use crate::topology::capacity::FreeCapacity;
+use crate::topology::resources::{PODS, add_pod_usage};
+use crate::topology::tree::TopologyTree;
+use crate::topology::{NodeInfo, ResourceList};
+
+/// A node's stable id: its interned name.
+pub type NodeId = u32;
+
+/// A pod that holds capacity on a node, by uid.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodUsage {
+    /// `metadata.namespace`.
+    pub namespace: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// The node it holds capacity on.
+    pub node: NodeId,
+    /// Its effective requests, without the `pods` slot.
+    pub requests: ResourceList,
+    /// The group it belongs to.
+    pub group: GroupKey,
+    /// Recorded by a bind and not yet shown by the watch.
+    pub assumed: bool,
+}
+
+/// What a node event changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeChange {
+    /// A node not known before (every tree is rebuilt on next use).
+    Added,
+    /// Labels, taints, readiness, schedulability or the resource names changed: trees are
+    /// rebuilt on next use.
+    Topology,
+    /// Only allocatable amounts changed: updated in place.
+    Capacity,
+    /// Nothing placement reads changed.
+    Unchanged,
+}
+
+/// A ResourceFlavor's topology tree at one topology generation, shared by every plan made on it.
+#[derive(Debug)]
+pub struct FlavorTopology {
+    /// The ResourceFlavor's name.
+    pub name: String,
+    /// Its domain tree.
+    pub tree: TopologyTree,
+    /// Its tolerations.
+    pub tolerations: Vec<Toleration>,
+    /// `member_ids[m]` is the id of `tree.nodes[m]`.
+    pub member_ids: Vec<NodeId>,
+    /// The topology generation it was built at.
+    pub generation: u64,
+}
+
+/// Everything kube-tas knows about the cluster (see the module documentation).
+#[derive(Debug, Default)]
+pub struct ClusterState {
+    node_ids: HashMap<String, NodeId>,
+    names: Vec<String>,
+    /// By id; `None` for a name whose node is deleted.
+    nodes: Vec<Option<NodeInfo>>,
+    /// By id: requests of the pods holding capacity there, plus their `pods` slots.
+    used: Vec<ResourceList>,
+    live_nodes: usize,
+    pods: HashMap<String, PodUsage>,
+    members: HashMap<GroupKey, BTreeSet<String>>,
+    jobs: BTreeMap<(String, String), Workload>,
+    kueue: KueueObjects,
+    trees: Mutex<HashMap<String, Arc<FlavorTopology>>>,
+    topology_generation: u64,
+    capacity_generation: u64,
+}
+
+impl ClusterState {
+    /// An empty state.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The state a set of manifests describes, fed through the same events a watch sends:
+    /// every node, every pod holding capacity, every unfinished Job and every Kueue object.
+    pub fn from_cluster(cluster: &Cluster) -> Self {
+        let mut state = Self::new();
+        for node in &cluster.nodes {
+            state.apply_node(node.clone());
+        }
+        for pod in &cluster.bound_pods {
+            state.apply_bound_pod(pod);
+        }
+        for ((namespace, name), workload) in &cluster.jobs {
+            state.apply_job(namespace, name, workload.clone());
+        }
+        for (name, t) in &cluster.kueue.topologies {
+            state.apply_topology(name, t.clone());
+        }
+        for (name, f) in &cluster.kueue.resource_flavors {
+            state.apply_resource_flavor(name, f.clone());
+        }
+        for (name, q) in &cluster.kueue.cluster_queues {
+            state.apply_cluster_queue(name, q.clone());
+        }
+        for ((namespace, name), q) in &cluster.kueue.local_queues {
+            state.apply_local_queue(namespace, name, q.clone());
+        }
+        state
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Nodes
+    // -----------------------------------------------------------------------------------------
+
+    fn intern(&mut self, name: &str) -> NodeId {
+        if let Some(&id) = self.node_ids.get(name) {
+            return id;
+        }
+        let id = self.names.len() as NodeId;
+        self.node_ids.insert(name.to_string(), id);
+        self.names.push(name.to_string());
+        self.nodes.push(None);
+        self.used.push(ResourceList::new());
+        id
+    }
+
+    /// A node was added or changed.
+    pub fn apply_node(&mut self, node: NodeInfo) -> NodeChange {
+        let id = self.intern(&node.name) as usize;
+        let change = match &self.nodes[id] {
+            None => NodeChange::Added,
+            Some(old) if old == &node => NodeChange::Unchanged,
+            Some(old)
+                if old.labels == node.labels
+                    && old.taints == node.taints
+                    && old.ready == node.ready
+                    && old.unschedulable == node.unschedulable
+                    && old.allocatable.keys().eq(node.allocatable.keys()) =>
+            {
+                NodeChange::Capacity
+            }
+            Some(_) => NodeChange::Topology,
+        };
+        match change {
+            NodeChange::Unchanged => return change,
+            NodeChange::Added => {
+                self.live_nodes += 1;
+                self.topology_generation += 1;
+                self.capacity_generation += 1;
+            }
+            NodeChange::Topology => {
+                self.topology_generation += 1;
+                self.capacity_generation += 1;
+            }
+            NodeChange::Capacity => self.capacity_generation += 1,
+        }
+        self.nodes[id] = Some(node);
+        change
+    }
+
+    /// A node is gone. The usage of pods still recorded on it is kept (their own deletion
+    /// gives it back), and comes back with the node if it returns under the same name.
+    pub fn delete_node(&mut self, name: &str) -> bool {
+        let Some(&id) = self.node_ids.get(name) else {
+            return false;
+        };
+        if self.nodes[id as usize].take().is_none() {
+            return false;
+        }
+        self.live_nodes -= 1;
+        self.topology_generation += 1;
+        true
+    }
+
+    /// A full node list (a relist): nodes missing from it are deleted, the rest applied.
+    pub fn replace_nodes(&mut self, nodes: Vec<NodeInfo>) {
+        let keep: BTreeSet<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+        let gone: Vec<String> = self
+            .live_node_names()
+            .filter(|n| !keep.contains(n))
+            .map(str::to_string)
+            .collect();
+        for name in gone {
+            self.delete_node(&name);
+        }
+        for node in nodes {
+            self.apply_node(node);
+        }
+    }
+
+    /// The id of a node known by name (deleted or not).
+    pub fn node_id(&self, name: &str) -> Option<NodeId> {
+        self.node_ids.get(name).copied()
+    }
+
+    /// A node that exists now.
+    pub fn node(&self, id: NodeId) -> Option<&NodeInfo> {
+        self.nodes.get(id as usize).and_then(Option::as_ref)
+    }
+
+    /// A node that exists now, by name.
+    pub fn node_by_name(&self, name: &str) -> Option<&NodeInfo> {
+        self.node(self.node_id(name)?)
+    }
+
+    /// Every node that exists now, by id order.
+    pub fn nodes(&self) -> impl Iterator<Item = (NodeId, &NodeInfo)> {
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| n.as_ref().map(|n| (i as NodeId, n)))
+    }
+
+    fn live_node_names(&self) -> impl Iterator<Item = &str> {
+        self.nodes().map(|(_, n)| n.name.as_str())
+    }
+
+    /// How many nodes exist now.
+    pub fn node_count(&self) -> usize {
+        self.live_nodes
+    }
+
+    /// Requests of the pods holding capacity on a node (plus their `pods` slots).
+    pub fn used(&self, id: NodeId) -> &ResourceList {
+        &self.used[id as usize]
+    }
+
+    /// [`Self::used`] by name; `None` for a node never seen.
+    pub fn node_usage(&self, name: &str) -> Option<&ResourceList> {
+        self.node_id(name).map(|id| self.used(id))
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Pods
+    // -----------------------------------------------------------------------------------------
+
+    /// A pod that holds capacity (bound, not finished), from manifests or a watch. Replaces
+    /// whatever was recorded under its uid (an assumed bind becomes confirmed).
+    pub fn apply_bound_pod(&mut self, pod: &BoundPod) {
+        let uid = pod
+            .uid
+            .clone()
+            .unwrap_or_else(|| format!("{}/{}", pod.namespace, pod.name));
+        let node = self.intern(&pod.node_name);
+        self.record(
+            uid,
+            PodUsage {
+                namespace: pod.namespace.clone(),
+                name: pod.name.clone(),
+                node,
+                requests: pod.requests.clone(),
+                group: pod.group.clone(),
+                assumed: false,
+            },
+        );
+    }
+
+    /// A pod bound by kube-tas before the watch shows it (read-your-writes).
+    pub fn assume(&mut self, uid: &str, usage: PodUsage) {
+        self.record(
+            uid.to_string(),
+            PodUsage {
+                assumed: true,
+                ..usage
+            },
+        );
+    }
+
+    fn record(&mut self, uid: String, usage: PodUsage) {
+        if let Some(old) = self.pods.get(&uid) {
+            let same = old.node == usage.node && old.requests == usage.requests;
+            if same {
+                let confirmed = old.assumed && !usage.assumed;
+                if let Some(p) = self.pods.get_mut(&uid)
+                    && confirmed
+                {
+                    p.assumed = false;
+                }
+                return;
+            }
+            self.remove_pod(&uid);
+        }
+        add_pod_usage(&mut self.used[usage.node as usize], &usage.requests);
+        self.members
+            .entry(usage.group.clone())
+            .or_default()
+            .insert(uid.clone());
+        self.pods.insert(uid, usage);
+    }
+
+    /// A pod no longer holds capacity (deleted, finished, or its bind failed): its usage is
+    /// given back. `false` when nothing was recorded under `uid`.
+    pub fn remove_pod(&mut self, uid: &str) -> bool {
+        let Some(p) = self.pods.remove(uid) else {
+            return false;
+        };
+        let used = &mut self.used[p.node as usize];
+        for (name, value) in &p.requests {
+            if name != PODS
+                && let Some(v) = used.get_mut(name)
+            {
+                *v -= value;
+            }
+        }
+        if let Some(v) = used.get_mut(PODS) {
+            *v -= 1;
+        }
+        used.retain(|_, v| *v != 0);
+        if let Some(m) = self.members.get_mut(&p.group) {
+            m.remove(uid);
+            if m.is_empty() {
+                self.members.remove(&p.group);
+            }
+        }
+        self.capacity_generation += 1;
+        true
+    }
+
+    /// Undoes an assumed bind whose Binding failed; a pod the watch has confirmed stays.
+    pub fn forget_assumed(&mut self, uid: &str) -> bool {
+        if self.pods.get(uid).is_some_and(|p| p.assumed) {
+            return self.remove_pod(uid);
+        }
+        false
+    }
+
+    /// A full pod list (a relist): `holding` are the pods that hold capacity now (by uid);
+    /// every other pod recorded, except binds the watch has not shown yet, is removed.
+    pub fn replace_pods(&mut self, holding: Vec<BoundPod>) {
+        let keep: BTreeSet<String> = holding
+            .iter()
+            .map(|p| {
+                p.uid
+                    .clone()
+                    .unwrap_or_else(|| format!("{}/{}", p.namespace, p.name))
+            })
+            .collect();
+        let gone: Vec<String> = self
+            .pods
+            .iter()
+            .filter(|(uid, p)| !p.assumed && !keep.contains(*uid))
+            .map(|(uid, _)| uid.clone())
+            .collect();
+        for uid in gone {
+            self.remove_pod(&uid);
+        }
+        for pod in &holding {
+            self.apply_bound_pod(pod);
+        }
+    }
+
+    /// The pod recorded under `uid`.
+    pub fn pod(&self, uid: &str) -> Option<&PodUsage> {
+        self.pods.get(uid)
+    }
+
+    /// How many pods hold capacity.
+    pub fn pod_count(&self) -> usize {
+        self.pods.len()
+    }
+
+    /// The pods of a group that hold capacity (bound, or being bound by kube-tas).
+    pub fn members(&self, group: &GroupKey) -> impl Iterator<Item = &PodUsage> {
+        self.members
+            .get(group)
+            .into_iter()
+            .flatten()
+            .filter_map(|uid| self.pods.get(uid))
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Jobs and Kueue objects
+    // -----------------------------------------------------------------------------------------
+
+    /// An unfinished Job, as a workload (its gang size and template).
+    pub fn apply_job(&mut self, namespace: &str, name: &str, workload: Workload) {
+        self.jobs
+            .insert((namespace.to_string(), name.to_string()), workload);
+    }
+
+    /// A Job deleted or finished.
+    pub fn delete_job(&mut self, namespace: &str, name: &str) -> bool {
+        self.jobs
+            .remove(&(namespace.to_string(), name.to_string()))
+            .is_some()
+    }
+
+    /// A full Job list (a relist).
+    pub fn replace_jobs(&mut self, jobs: BTreeMap<(String, String), Workload>) {
+        self.jobs = jobs;
+    }
+
+    /// The unfinished Job `namespace/name`.
+    pub fn job(&self, namespace: &str, name: &str) -> Option<&Workload> {
+        self.jobs.get(&(namespace.to_string(), name.to_string()))
+    }
+
+    /// How many unfinished Jobs are known.
+    pub fn job_count(&self) -> usize {
+        self.jobs.len()
+    }
+
+    /// The Kueue objects.
+    pub fn kueue(&self) -> &KueueObjects {
+        &self.kueue
+    }
+
+    fn kueue_changed(&mut self) {
+        self.topology_generation += 1;
+        self.capacity_generation += 1;
+    }
+
+    /// A Topology added or changed.
+    pub fn apply_topology(&mut self, name: &str, t: Topology) {
+        if self.kueue.topologies.get(name) != Some(&t) {
+            self.kueue.topologies.insert(name.to_string(), t);
+            self.kueue_changed();
+        }
+    }
+
+    /// A Topology deleted.
+    pub fn delete_topology(&mut self, name: &str) {
+        if self.kueue.topologies.remove(name).is_some() {
+            self.kueue_changed();
+        }
+    }
+
+    /// A ResourceFlavor added or changed.
+    pub fn apply_resource_flavor(&mut self, name: &str, f: ResourceFlavor) {
+        if self.kueue.resource_flavors.get(name) != Some(&f) {
+            self.kueue.resource_flavors.insert(name.to_string(), f);
+            self.kueue_changed();
+        }
+    }
+
+    /// A ResourceFlavor deleted.
+    pub fn delete_resource_flavor(&mut self, name: &str) {
+        if self.kueue.resource_flavors.remove(name).is_some() {
+            self.kueue_changed();
+        }
+    }
+
+    /// A ClusterQueue added or changed.
+    pub fn apply_cluster_queue(&mut self, name: &str, q: ClusterQueue) {
+        self.kueue.cluster_queues.insert(name.to_string(), q);
+    }
+
+    /// A ClusterQueue deleted.
+    pub fn delete_cluster_queue(&mut self, name: &str) {
+        self.kueue.cluster_queues.remove(name);
+    }
+
+    /// A LocalQueue added or changed.
+    pub fn apply_local_queue(&mut self, namespace: &str, name: &str, q: LocalQueue) {
+        self.kueue
+            .local_queues
+            .insert((namespace.to_string(), name.to_string()), q);
+    }
+
+    /// A LocalQueue deleted.
+    pub fn delete_local_queue(&mut self, namespace: &str, name: &str) {
+        self.kueue
+            .local_queues
+            .remove(&(namespace.to_string(), name.to_string()));
+    }
+
+    /// Replaces every object of one Kueue kind (a relist).
+    pub fn replace_kueue(&mut self, f: impl FnOnce(&mut KueueObjects)) {
+        f(&mut self.kueue);
+        self.kueue_changed();
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Generations, trees and capacity
+    // -----------------------------------------------------------------------------------------
+
+    /// Moves whenever a tree may have changed (node labels, readiness, taints; Topology or
+    /// ResourceFlavor objects).
+    pub fn topology_generation(&self) -> u64 {
+        self.topology_generation
+    }
+
+    /// Moves whenever capacity may have been given back.
+    pub fn capacity_generation(&self) -> u64 {
+        self.capacity_generation
+    }
+
+    /// A ResourceFlavor's tree at the current topology generation, built on first use; `None`
+    /// when the flavor or its Topology does not exist.
+    pub fn flavor(&self, name: &str) -> Option<Arc<FlavorTopology>> {
+        let mut trees = self.trees.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(f) = trees.get(name)
+            && f.generation == self.topology_generation
+        {
+            return Some(f.clone());
+        }
+        let built = Arc::new(self.build_flavor(name)?);
+        trees.insert(name.to_string(), built.clone());
+        Some(built)
+    }
+
+    fn build_flavor(&self, name: &str) -> Option<FlavorTopology> {
+        let rf = self.kueue.resource_flavors.get(name)?;
+        let topology_name = rf.spec.topology_name.clone()?;
+        let topology = self.kueue.topologies.get(&topology_name)?;
+        let levels: Vec<String> = topology
+            .spec
+            .levels
+            .iter()
+            .map(|l| l.node_label.clone())
+            .collect();
+        let started = Instant::now();
+        let tree = TopologyTree::build(
+            &topology_name,
+            &levels,
+            &rf.spec.node_labels,
+            self.nodes.iter().flatten(),
+        );
+        let member_ids = tree.nodes.iter().map(|n| self.node_ids[&n.name]).collect();
+        tracing::debug!(
+            flavor = name,
+            leaves = tree.leaves().len(),
+            build_ms = started.elapsed().as_secs_f64() * 1e3,
+            "topology tree built"
+        );
+        Some(FlavorTopology {
+            name: name.to_string(),
+            tree,
+            tolerations: rf.spec.tolerations.clone(),
+            member_ids,
+            generation: self.topology_generation,
+        })
+    }
+
+    /// Free capacity of a flavor's tree now: each member node's current allocatable, minus
+    /// its usage, minus what `held` says is held on it.
+    pub fn free_capacity<'h>(
+        &self,
+        f: &FlavorTopology,
+        held: impl Fn(NodeId) -> Option<&'h ResourceList>,
+    ) -> FreeCapacity {
+        self.capacity(f, true, held)
+    }
+
+    /// A flavor's tree with nothing used: each member node's current allocatable (would a
+    /// group fit once everything else is gone?).
+    pub fn allocatable(&self, f: &FlavorTopology) -> FreeCapacity {
+        self.capacity(f, false, |_| None)
+    }
+
+    fn capacity<'h>(
+        &self,
+        f: &FlavorTopology,
+        subtract_usage: bool,
+        held: impl Fn(NodeId) -> Option<&'h ResourceList>,
+    ) -> FreeCapacity {
+        let tree = &f.tree;
+        let mut free = FreeCapacity::zero(tree);
+        for &leaf in tree.leaves() {
+            for &m in &tree.domains[leaf].nodes {
+                let id = f.member_ids[m];
+                let Some(node) = self.node(id) else {
+                    continue;
+                };
+                free.add(tree, leaf, &node.allocatable);
+                if !subtract_usage {
+                    continue;
+                }
+                free.subtract(tree, leaf, self.used(id));
+                if let Some(h) = held(id) {
+                    free.subtract(tree, leaf, h);
+                }
+            }
+        }
+        free
+    }
+
+    /// Whether node `id` has room for one more pod of `requests` once its usage and `held`
+    /// are counted (zero asks always fit). A node that does not exist has no room.
+    pub fn room_for(
+        &self,
+        id: NodeId,
+        held: Option<&ResourceList>,
+        requests: &ResourceList,
+    ) -> bool {
+        let Some(node) = self.node(id) else {
+            return false;
+        };
+        let used = self.used(id);
+        let left = |k: &str| {
+            node.allocatable.get(k).copied().unwrap_or(0)
+                - used.get(k).copied().unwrap_or(0)
+                - held.and_then(|h| h.get(k)).copied().unwrap_or(0)
+        };
+        // One more pod takes one more `pods` slot, as kube-scheduler's NodeResourcesFit counts.
+        requests
+            .iter()
+            .filter(|(k, v)| **v > 0 && k.as_str() != PODS)
+            .all(|(k, v)| left(k) >= *v)
+            && left(PODS) > requests.get(PODS).copied().unwrap_or(0).max(0)
+    }
+}
+
+/// The cluster state shared by both doors and its event sources (cheap to clone).
+#[derive(Debug, Clone, Default)]
+pub struct SharedState {
+    inner: Arc<RwLock<ClusterState>>,
+}
+
+impl SharedState {
+    /// Shares `state`.
+    pub fn new(state: ClusterState) -> Self {
+        Self {
+            inner: Arc::new(RwLock::new(state)),
+        }
+    }
+
+    /// Reads the state. Every writer applies one event to completion before it lets go, so a
+    /// poisoned lock (a panic in a writer, a bug) still guards a consistent state.
+    pub fn read(&self) -> RwLockReadGuard<'_, ClusterState> {
+        self.inner.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Changes the state (one event, or a small batch).
+    pub fn write(&self) -> RwLockWriteGuard<'_, ClusterState> {
+        self.inner.write().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests;

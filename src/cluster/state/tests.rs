@@ -1,0 +1,190 @@
+//! Tests of the cluster state's event API: usage per node by pod uid, node changes that
+//! rebuild trees or only capacity, relists that remove what they no longer list.
+
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::cluster::WorkloadKind;
+use crate::topology::fixtures::{BLOCK, HOST, NodeBuilder, RACK};
+
+fn node(name: &str, rack: &str, cpu: i64) -> NodeInfo {
+    NodeBuilder::new(name)
+        .block("b1")
+        .rack(rack)
+        .cpu(cpu)
+        .build()
+}
+
+fn pod(uid: &str, node: &str, cpu: i64, job: Option<&str>) -> BoundPod {
+    let group = match job {
+        Some(j) => GroupKey {
+            kind: WorkloadKind::Job,
+            namespace: "default".into(),
+            name: j.into(),
+        },
+        None => GroupKey {
+            kind: WorkloadKind::Pod,
+            namespace: "default".into(),
+            name: uid.into(),
+        },
+    };
+    BoundPod {
+        namespace: "default".into(),
+        name: uid.into(),
+        uid: Some(uid.into()),
+        node_name: node.into(),
+        requests: [("cpu".to_string(), cpu * 1000)].into(),
+        tas: false,
+        owner_job: job.map(str::to_string),
+        group,
+        labels: BTreeMap::new(),
+        annotations: BTreeMap::new(),
+    }
+}
+
+fn cpu(state: &ClusterState, node: &str) -> i64 {
+    state
+        .node_usage(node)
+        .and_then(|u| u.get("cpu").copied())
+        .unwrap_or(0)
+}
+
+fn with_flavor(state: &mut ClusterState) {
+    let topology: Topology = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "t"},
+        "spec": {"levels": [{"nodeLabel": BLOCK}, {"nodeLabel": RACK}, {"nodeLabel": HOST}]}
+    }))
+    .unwrap();
+    let flavor: ResourceFlavor = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "f"}, "spec": {"topologyName": "t"}
+    }))
+    .unwrap();
+    state.apply_topology("t", topology);
+    state.apply_resource_flavor("f", flavor);
+}
+
+#[test]
+fn the_same_pod_applied_twice_counts_once_and_deletion_gives_it_back() {
+    let mut s = ClusterState::new();
+    s.apply_node(node("n1", "r1", 8));
+    s.apply_bound_pod(&pod("p1", "n1", 2, Some("j")));
+    s.apply_bound_pod(&pod("p1", "n1", 2, Some("j")));
+    assert_eq!(cpu(&s, "n1"), 2000);
+    assert_eq!(s.used(s.node_id("n1").unwrap())[PODS], 1);
+    let group = s.pod("p1").unwrap().group.clone();
+    assert_eq!(s.members(&group).count(), 1);
+    // The pod moves (a watch shows it bound elsewhere): the old node gets its room back.
+    s.apply_node(node("n2", "r1", 8));
+    s.apply_bound_pod(&pod("p1", "n2", 2, Some("j")));
+    assert_eq!((cpu(&s, "n1"), cpu(&s, "n2")), (0, 2000));
+    let before = s.capacity_generation();
+    assert!(s.remove_pod("p1"));
+    assert!(!s.remove_pod("p1"));
+    assert_eq!(cpu(&s, "n2"), 0);
+    assert!(s.used(s.node_id("n2").unwrap()).is_empty());
+    assert!(s.capacity_generation() > before);
+    assert_eq!(s.members(&group).count(), 0);
+}
+
+#[test]
+fn an_assumed_bind_is_confirmed_by_the_watch_and_only_unconfirmed_ones_are_forgotten() {
+    let mut s = ClusterState::new();
+    s.apply_node(node("n1", "r1", 8));
+    let usage = PodUsage {
+        namespace: "default".into(),
+        name: "p1".into(),
+        node: s.node_id("n1").unwrap(),
+        requests: [("cpu".to_string(), 1000)].into(),
+        group: GroupKey::of_pod(&Default::default()),
+        assumed: true,
+    };
+    s.assume("p1", usage.clone());
+    assert!(s.pod("p1").unwrap().assumed);
+    // The watch shows the same pod bound: no double count, no longer assumed.
+    s.apply_bound_pod(&pod("p1", "n1", 1, None));
+    assert_eq!(cpu(&s, "n1"), 1000);
+    assert!(!s.pod("p1").unwrap().assumed);
+    assert!(!s.forget_assumed("p1"), "a confirmed pod stays");
+    s.assume("p2", usage);
+    assert_eq!(cpu(&s, "n1"), 2000);
+    assert!(s.forget_assumed("p2"));
+    assert_eq!(cpu(&s, "n1"), 1000);
+}
+
+#[test]
+fn capacity_changes_keep_the_tree_and_topology_changes_rebuild_it() {
+    let mut s = ClusterState::new();
+    s.apply_node(node("n1", "r1", 8));
+    s.apply_node(node("n2", "r1", 8));
+    with_flavor(&mut s);
+    let first = s.flavor("f").unwrap();
+    assert!(Arc::ptr_eq(&first, &s.flavor("f").unwrap()), "cached");
+    // More allocatable: capacity in place, the same tree, free capacity follows.
+    assert_eq!(s.apply_node(node("n1", "r1", 16)), NodeChange::Capacity);
+    assert_eq!(s.apply_node(node("n1", "r1", 16)), NodeChange::Unchanged);
+    let same = s.flavor("f").unwrap();
+    assert!(Arc::ptr_eq(&first, &same));
+    let free = s.free_capacity(&same, |_| None);
+    let leaf = same.tree.leaf_of_node("n1").unwrap();
+    let cpu_id = same.tree.resource_id("cpu").unwrap();
+    assert_eq!(free.remaining(leaf)[cpu_id], 16000);
+    // Relabelled into another rack: a new tree where n1 sits in r2.
+    assert_eq!(s.apply_node(node("n1", "r2", 16)), NodeChange::Topology);
+    let rebuilt = s.flavor("f").unwrap();
+    assert!(!Arc::ptr_eq(&first, &rebuilt));
+    let leaf = rebuilt.tree.leaf_of_node("n1").unwrap();
+    assert_eq!(rebuilt.tree.domains[leaf].values, ["b1", "r2", "n1"]);
+    // NotReady: out of the tree.
+    let mut not_ready = node("n1", "r2", 16);
+    not_ready.ready = false;
+    assert_eq!(s.apply_node(not_ready), NodeChange::Topology);
+    assert!(s.flavor("f").unwrap().tree.leaf_of_node("n1").is_none());
+}
+
+#[test]
+fn a_relist_removes_what_it_no_longer_lists_but_keeps_binds_in_flight() {
+    let mut s = ClusterState::new();
+    for n in ["n1", "n2", "n3"] {
+        s.apply_node(node(n, "r1", 8));
+    }
+    s.apply_bound_pod(&pod("p1", "n1", 1, None));
+    s.apply_bound_pod(&pod("p2", "n2", 1, None));
+    let usage = PodUsage {
+        assumed: true,
+        ..s.pod("p2").unwrap().clone()
+    };
+    s.assume("p3", usage);
+    s.replace_nodes(vec![node("n1", "r1", 8), node("n2", "r1", 8)]);
+    assert_eq!(s.node_count(), 2);
+    assert!(s.node_by_name("n3").is_none());
+    s.replace_pods(vec![pod("p1", "n1", 1, None)]);
+    assert!(s.pod("p2").is_none(), "deleted during the gap");
+    assert!(
+        s.pod("p3").is_some(),
+        "an assumed bind the watch has not shown yet stays"
+    );
+    assert_eq!((cpu(&s, "n1"), cpu(&s, "n2")), (1000, 1000));
+    // A node deleted and re-created keeps its id.
+    let id = s.node_id("n2").unwrap();
+    s.delete_node("n2");
+    s.apply_node(node("n2", "r1", 8));
+    assert_eq!(s.node_id("n2"), Some(id));
+}
+
+#[test]
+fn room_counts_usage_holds_and_the_pod_slot() {
+    let mut s = ClusterState::new();
+    let mut n = node("n1", "r1", 8);
+    n.allocatable.insert(PODS.into(), 2);
+    s.apply_node(n);
+    let id = s.node_id("n1").unwrap();
+    let nine: ResourceList = [("cpu".to_string(), 9000)].into();
+    let four: ResourceList = [("cpu".to_string(), 4000)].into();
+    assert!(!s.room_for(id, None, &nine), "9 cpu on an 8-cpu node");
+    assert!(s.room_for(id, None, &four));
+    let held: ResourceList = [("cpu".to_string(), 5000), (PODS.to_string(), 1)].into();
+    assert!(!s.room_for(id, Some(&held), &four));
+    s.apply_bound_pod(&pod("a", "n1", 1, None));
+    s.apply_bound_pod(&pod("b", "n1", 1, None));
+    assert!(!s.room_for(id, None, &four), "no pod slot left");
+}
