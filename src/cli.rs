@@ -73,7 +73,7 @@ pub struct SimulateArgs {
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
     /// Manifest files or folders holding the cluster (repeatable; in the environment,
-    /// comma-separated). Required until the live (API-server) source lands.
+    /// comma-separated). Without it, `serve` watches the API server (live mode).
     #[arg(
         long,
         value_name = "PATH",
@@ -81,6 +81,38 @@ pub struct ServeArgs {
         value_delimiter = ','
     )]
     pub cluster: Vec<PathBuf>,
+    /// Live mode: the kubeconfig file (else KUBECONFIG, ~/.kube/config, or the in-cluster
+    /// service account).
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "KUBE_TAS_KUBECONFIG",
+        conflicts_with = "cluster"
+    )]
+    pub kubeconfig: Option<PathBuf>,
+    /// Live mode: elect one leader on a Lease; only the leader plans and binds.
+    #[arg(long, env = "KUBE_TAS_LEADER_ELECT", default_value_t = true,
+          action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub leader_elect: bool,
+    /// Namespace of the election's Lease (default: the pod's own, else kube-tas-system).
+    #[arg(long, value_name = "NS", env = "KUBE_TAS_LEADER_ELECTION_NAMESPACE")]
+    pub leader_election_namespace: Option<String>,
+    /// Name of the election's Lease.
+    #[arg(
+        long,
+        value_name = "NAME",
+        env = "KUBE_TAS_LEADER_ELECTION_ID",
+        default_value = "kube-tas"
+    )]
+    pub leader_election_id: String,
+    /// Seconds a leader's Lease lasts without renewal (a new leader takes over after it).
+    #[arg(long, env = "KUBE_TAS_LEASE_DURATION_SECONDS", default_value_t = 15,
+          value_parser = clap::value_parser!(u64).range(3..=300))]
+    pub lease_duration_seconds: u64,
+    /// This replica's pod name: its identity in the election, and the pod it labels
+    /// kube-tas.io/leader=true while it leads (default: the host name).
+    #[arg(long, value_name = "NAME", env = "POD_NAME")]
+    pub pod_name: Option<String>,
     /// Address of the main port (extender routes; TLS when --tls-cert/--tls-key are given).
     #[arg(long, env = "KUBE_TAS_LISTEN", default_value = "0.0.0.0:8443")]
     pub listen: SocketAddr,
@@ -263,6 +295,12 @@ fn run_serve(args: ServeArgs) -> ExitCode {
     };
     let config = ServeConfig {
         cluster: args.cluster,
+        kubeconfig: args.kubeconfig,
+        leader_elect: args.leader_elect,
+        leader_election_namespace: args.leader_election_namespace,
+        leader_election_id: args.leader_election_id,
+        pod_name: args.pod_name,
+        lease_duration: Duration::from_secs(args.lease_duration_seconds),
         listen: args.listen,
         admin_listen: args.admin_listen,
         tls_cert: args.tls_cert,
@@ -287,9 +325,11 @@ fn run_serve(args: ServeArgs) -> ExitCode {
     match runtime.block_on(server::run(config)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            let bad_input = e
-                .chain()
-                .any(|c| c.is::<ConfigError>() || c.is::<crate::cluster::LoadError>());
+            let bad_input = e.chain().any(|c| {
+                c.is::<ConfigError>()
+                    || c.is::<crate::cluster::LoadError>()
+                    || c.is::<crate::cluster::live::ClientError>()
+            });
             if bad_input {
                 fail(&format!("{e:#}"))
             } else {

@@ -291,15 +291,23 @@ async fn metrics_count_routes_and_show_plan_numbers() {
 
 #[tokio::test]
 async fn serve_refuses_a_config_it_cannot_run() {
-    let error = kube_tas::server::run(ServeConfig::default())
-        .await
-        .unwrap_err()
-        .to_string();
-    assert!(error.contains("--cluster PATH is required"), "{error}");
+    // Live mode with a kubeconfig that is not there: the file is named.
+    let config = ServeConfig {
+        kubeconfig: Some("/does/not/exist/kubeconfig".into()),
+        ..ServeConfig::default()
+    };
+    let error = kube_tas::server::run(config).await.unwrap_err().to_string();
     assert!(
-        error.contains("live (API-server) cluster source is not built yet"),
+        error.contains("cannot use --kubeconfig /does/not/exist/kubeconfig"),
         "{error}"
     );
+    let config = ServeConfig {
+        cluster: vec![common::examples_dir()],
+        kubeconfig: Some("k.yaml".into()),
+        ..ServeConfig::default()
+    };
+    let error = kube_tas::server::run(config).await.unwrap_err().to_string();
+    assert!(error.contains("exclude each other"), "{error}");
 
     let config = ServeConfig {
         cluster: vec![common::examples_dir()],
@@ -329,11 +337,16 @@ fn the_binary_names_a_missing_cluster_and_exits_2() {
         .env_remove("KUBE_TAS_CLUSTER")
         .env_remove("KUBE_TAS_TLS_CERT")
         .env_remove("KUBE_TAS_TLS_KEY")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("KUBERNETES_SERVICE_PORT")
+        .env("KUBECONFIG", "/does/not/exist/kubeconfig")
+        .env("HOME", "/does/not/exist")
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("--cluster PATH is required"), "{stderr}");
+    assert!(stderr.contains("no cluster to talk to"), "{stderr}");
+    assert!(stderr.contains("--cluster PATH"), "{stderr}");
 
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_kube-tas"))
         .args(["serve", "--cluster", "examples", "--tls-cert", "c.pem"])

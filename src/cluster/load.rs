@@ -653,8 +653,8 @@ fn decode<T: DeserializeOwned>(value: Value) -> Result<T, FieldError> {
     })
 }
 
-/// A Node as placement sees it.
-fn node_info(node: Node, name: String) -> Result<NodeInfo, FieldError> {
+/// A Node as placement sees it (from a manifest or a watch).
+pub(crate) fn node_info(node: Node, name: String) -> Result<NodeInfo, FieldError> {
     let spec = node.spec.unwrap_or_default();
     let status = node.status.unwrap_or_default();
     let mut allocatable = ResourceList::new();

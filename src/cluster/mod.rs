@@ -23,6 +23,7 @@ use crate::topology::{NodeInfo, PodSetSpec, ResourceList};
 pub mod admit;
 pub mod group;
 pub mod kueue;
+pub mod live;
 mod load;
 pub mod pod_requests;
 pub mod pod_view;
@@ -35,8 +36,9 @@ pub use load::{LoadError, load_paths};
 pub use pod_requests::pod_requests;
 pub use quantity::{QuantityError, QuantityValue, parse_quantity};
 pub use workloads::{
-    bound_pod_of, controller_job_of, is_terminal, name_or_generate_name, namespace_or_default,
-    pod_marks_tas, workload_of_job, workload_of_pod, workload_of_stamped_job_pod,
+    bound_pod_of, controller_job_of, is_terminal, job_finished, name_or_generate_name,
+    namespace_or_default, pod_marks_tas, workload_of_job, workload_of_pod,
+    workload_of_stamped_job_pod,
 };
 
 /// Everything kube-tas knows about a cluster.

@@ -247,6 +247,11 @@ impl ClusterState {
         self.nodes().map(|(_, n)| n.name.as_str())
     }
 
+    /// The names of the nodes that exist now.
+    pub fn node_names(&self) -> Vec<String> {
+        self.live_node_names().map(str::to_string).collect()
+    }
+
     /// How many nodes exist now.
     pub fn node_count(&self) -> usize {
         self.live_nodes
@@ -348,6 +353,16 @@ impl ClusterState {
         true
     }
 
+    /// A pod the watch shows holding nothing: not bound (yet), or finished. A bind of
+    /// kube-tas's own the watch has not caught up with stays, unless the pod has finished.
+    pub fn apply_unbound_pod(&mut self, uid: &str, finished: bool) -> bool {
+        match self.pods.get(uid) {
+            Some(p) if p.assumed && !finished => false,
+            Some(_) => self.remove_pod(uid),
+            None => false,
+        }
+    }
+
     /// Undoes an assumed bind whose Binding failed; a pod the watch has confirmed stays.
     pub fn forget_assumed(&mut self, uid: &str) -> bool {
         if self.pods.get(uid).is_some_and(|p| p.assumed) {
@@ -379,6 +394,16 @@ impl ClusterState {
         for pod in &holding {
             self.apply_bound_pod(pod);
         }
+    }
+
+    /// Uids of the pods recorded from the cluster (binds the watch has not shown yet are left
+    /// out): what a relist that no longer lists them removes.
+    pub fn watched_pod_uids(&self) -> Vec<String> {
+        self.pods
+            .iter()
+            .filter(|(_, p)| !p.assumed)
+            .map(|(uid, _)| uid.clone())
+            .collect()
     }
 
     /// The pod recorded under `uid`.
@@ -420,6 +445,11 @@ impl ClusterState {
     /// A full Job list (a relist).
     pub fn replace_jobs(&mut self, jobs: BTreeMap<(String, String), Workload>) {
         self.jobs = jobs;
+    }
+
+    /// `(namespace, name)` of every unfinished Job.
+    pub fn job_keys(&self) -> Vec<(String, String)> {
+        self.jobs.keys().cloned().collect()
     }
 
     /// The unfinished Job `namespace/name`.

@@ -163,7 +163,7 @@ pub(super) fn derive(pods: Vec<Seen<Pod>>, jobs: Vec<Seen<Job>>) -> Result<Deriv
     {
         let namespace = namespace_or_default(&job.metadata);
         let name = job.metadata.name.clone().unwrap_or_default();
-        if finished(&job) {
+        if job_finished(&job) {
             continue;
         }
         let key = (namespace.clone(), name.clone());
@@ -384,7 +384,8 @@ fn non_negative(value: Option<i32>, field: &str) -> Result<Option<i32>, FieldErr
 }
 
 /// A Job with a `Complete` or `Failed` condition holds nothing and waits for nothing.
-fn finished(job: &Job) -> bool {
+/// A Job with a `Complete` or `Failed` condition: it places nothing more.
+pub fn job_finished(job: &Job) -> bool {
     job.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())

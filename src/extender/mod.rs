@@ -30,6 +30,7 @@ pub use wire::{
 };
 
 use crate::cluster::Cluster;
+use crate::cluster::live::Leadership;
 use crate::cluster::state::{ClusterState, FlavorTopology, SharedState};
 use crate::plans::{FilterVerdict, PlanBook, PlanCounters, PlanStats, Rejection};
 use crate::topology::FeatureGates;
@@ -46,6 +47,7 @@ pub struct Extender {
     counters: Arc<PlanCounters>,
     gates: FeatureGates,
     binder: Binder,
+    leadership: Leadership,
 }
 
 impl Extender {
@@ -58,7 +60,25 @@ impl Extender {
             gates: book.gates().clone(),
             book: Arc::new(Mutex::new(book)),
             binder: Binder::Record,
+            leadership: Leadership::always(),
         }
+    }
+
+    /// Plans and binds only while `leadership` says this replica leads; a follower answers
+    /// `filter` and `bind` with an `Error` naming the leader, and `prioritize` with no scores.
+    pub fn with_leadership(mut self, leadership: Leadership) -> Self {
+        self.leadership = leadership;
+        self
+    }
+
+    /// Whether this replica plans and binds.
+    pub fn leadership(&self) -> &Leadership {
+        &self.leadership
+    }
+
+    /// Drops every plan and seat (on losing leadership).
+    pub fn clear_plans(&self) {
+        self.lock().clear();
     }
 
     /// An extender over a cluster given as manifests (fed to a fresh state as events).
@@ -112,6 +132,9 @@ impl Extender {
         names: Option<Vec<&str>>,
         nodes: Option<&List<Node>>,
     ) -> ExtenderFilterResult {
+        if !self.leadership.is_leader() {
+            return error_result(&self.leadership.follower_message());
+        }
         match (names, nodes) {
             (Some(names), _) => self.filter_cached(pod, &names),
             (None, Some(list)) => self.filter_nodes(pod, list),
@@ -203,6 +226,9 @@ impl Extender {
         names: Option<Vec<&str>>,
         nodes: Option<&List<Node>>,
     ) -> Vec<HostPriority> {
+        if !self.leadership.is_leader() {
+            return Vec::new();
+        }
         match (names, nodes) {
             (Some(names), _) => self.host_priorities(pod, &names),
             (None, Some(list)) => self.host_priorities(pod, &node_names(list)),
@@ -251,6 +277,9 @@ impl Extender {
     /// the Binding written through the binder (no lock held meanwhile), then the pod recorded
     /// on its node, or, when the API server refuses, the seat freed and its reason returned.
     pub async fn bind_and_write(&self, args: &ExtenderBindingArgs) -> ExtenderBindingResult {
+        if !self.leadership.is_leader() {
+            return bind_result(Err(self.leadership.follower_message()));
+        }
         if matches!(self.binder, Binder::Record) {
             return self.bind(args);
         }
@@ -273,6 +302,11 @@ impl Extender {
         };
         let written = self.binder.write(&ticket).await;
         let mut book = self.lock();
+        // Leadership lost while the Binding was written: the book was cleared; what the API
+        // server accepted shows up through the watch.
+        if !self.leadership.is_leader() {
+            return bind_result(written.map_err(|e| format!("{e} (and leadership was lost)")));
+        }
         match written {
             Ok(()) => {
                 book.commit_bind(&mut self.state.write(), &ticket, Instant::now());

@@ -324,6 +324,17 @@ impl PlanBook {
         self.held.at(state.node_id(node)?)
     }
 
+    /// Drops every plan, seat and remembered failure (leadership lost: the next leader
+    /// rebuilds plans from the cluster, and this replica must hold nothing meanwhile).
+    pub fn clear(&mut self) {
+        self.plans.clear();
+        self.held = HeldCapacity::default();
+        self.pods.clear();
+        self.failures.clear();
+        self.generation += 1;
+        self.publish();
+    }
+
     /// The engine's message for a group whose plan did not fit (Kueue's words).
     pub fn group_failure(&self, group: &GroupKey) -> Option<&str> {
         self.failures

@@ -8,13 +8,21 @@
 //!   `..._seats_held`, `..._pods_bound_total`, `..._groups_not_fit_total`);
 //! * `kube_tas_admission_reviews_total{decision}`: `/mutate` answers by decision;
 //! * `kube_tas_tls_cert_not_after_seconds`: when the served certificate expires (unix
-//!   seconds), present only while TLS is on.
+//!   seconds), present only while TLS is on;
+//! * `kube_tas_binds_failed_total`: Bindings the API server refused;
+//! * `kube_tas_cluster_nodes`, `kube_tas_cluster_pods`: nodes and capacity-holding pods in the
+//!   cluster state;
+//! * in live mode, per watched kind: `kube_tas_watch_errors_total{kind}`,
+//!   `kube_tas_watch_events_total{kind}`, `kube_tas_watch_relists_total{kind}`,
+//!   `kube_tas_watch_synced{kind}` (1 once its first list is applied) and
+//!   `kube_tas_watch_served{kind}` (0 while the cluster answers 404: a CRD not installed);
+//!   and `kube_tas_leader` (1 while this replica plans and binds).
 //!
 //! Labels are bounded: `route` is the router's matched path (unmatched requests are not
 //! counted), `code` a status code.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use axum::extract::{MatchedPath, Request, State};
@@ -28,7 +36,15 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
+use crate::cluster::live::WatchStatus;
 use crate::extender::Extender;
+
+/// Labels of the per-kind watch metrics.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    /// The watched kind's plural (`nodes`, `topologies`).
+    pub kind: &'static str,
+}
 
 /// The content type of [`Metrics::encode`]'s output.
 pub const OPENMETRICS_CONTENT_TYPE: &str =
@@ -69,6 +85,7 @@ struct Inner {
     latency: Family<RouteOnly, Histogram>,
     admission: Family<DecisionLabels, Counter>,
     cert_not_after: Arc<AtomicI64>,
+    watches: Arc<OnceLock<WatchStatus>>,
 }
 
 impl Metrics {
@@ -98,9 +115,11 @@ impl Metrics {
             admission.clone(),
         );
         let cert_not_after = Arc::new(AtomicI64::new(0));
+        let watches = Arc::new(OnceLock::new());
         registry.register_collector(Box::new(LiveValues {
             extender,
             cert_not_after: cert_not_after.clone(),
+            watches: watches.clone(),
         }));
         Self {
             inner: Arc::new(Inner {
@@ -109,8 +128,14 @@ impl Metrics {
                 latency,
                 admission,
                 cert_not_after,
+                watches,
             }),
         }
+    }
+
+    /// Reports the health of the live watches from now on (live mode; set once).
+    pub fn set_watch_status(&self, status: WatchStatus) {
+        let _ = self.inner.watches.set(status);
     }
 
     /// Counts one answered request on `route` and its latency.
@@ -172,6 +197,7 @@ pub async fn track(State(metrics): State<Metrics>, request: Request, next: Next)
 struct LiveValues {
     extender: Extender,
     cert_not_after: Arc<AtomicI64>,
+    watches: Arc<OnceLock<WatchStatus>>,
 }
 
 impl std::fmt::Debug for LiveValues {
@@ -200,6 +226,11 @@ impl Collector for LiveValues {
                 "Group placements that did not fit",
                 s.groups_not_fit,
             ),
+            (
+                "binds_failed",
+                "Bindings the API server refused (the seat was freed)",
+                s.binds_failed,
+            ),
         ];
         for (name, help, value) in counters {
             let counter = ConstCounter::new(value);
@@ -218,9 +249,33 @@ impl Collector for LiveValues {
                 s.seats_held,
             ),
         ];
+        // The counts are read under the state's read lock, which watch writers hold for one
+        // event at a time only.
+        let (nodes, pods) = {
+            let state = self.extender.state().read();
+            (state.node_count() as u64, state.pod_count() as u64)
+        };
+        let gauges = gauges.into_iter().chain([
+            ("cluster_nodes", "Nodes in the cluster state", nodes),
+            (
+                "cluster_pods",
+                "Pods holding capacity in the cluster state",
+                pods,
+            ),
+        ]);
         for (name, help, value) in gauges {
             let gauge = ConstGauge::new(i64::try_from(value).unwrap_or(i64::MAX));
             gauge.encode(encoder.encode_descriptor(name, help, None, gauge.metric_type())?)?;
+        }
+        if let Some(watches) = self.watches.get() {
+            encode_watches(&mut encoder, watches)?;
+            let leader = ConstGauge::new(i64::from(self.extender.leadership().is_leader()));
+            leader.encode(encoder.encode_descriptor(
+                "leader",
+                "1 while this replica is the one that plans and binds",
+                None,
+                leader.metric_type(),
+            )?)?;
         }
         let not_after = self.cert_not_after.load(Ordering::Relaxed);
         // 0 means "no TLS" (or not loaded yet): report nothing rather than a cert that expired
@@ -236,4 +291,62 @@ impl Collector for LiveValues {
         }
         Ok(())
     }
+}
+
+/// The per-kind watch metrics.
+fn encode_watches(
+    encoder: &mut DescriptorEncoder,
+    watches: &WatchStatus,
+) -> Result<(), std::fmt::Error> {
+    type Read = fn(&crate::cluster::live::KindStatus) -> u64;
+    let counters: [(&str, &str, Read); 3] = [
+        (
+            "watch_errors",
+            "Watch errors, by kind (retried with backoff)",
+            |k| k.errors(),
+        ),
+        ("watch_events", "Watch events applied, by kind", |k| {
+            k.events()
+        }),
+        ("watch_relists", "Complete lists applied, by kind", |k| {
+            k.relists()
+        }),
+    ];
+    for (name, help, read) in counters {
+        let mut family = encoder.encode_descriptor(
+            name,
+            help,
+            None,
+            prometheus_client::metrics::MetricType::Counter,
+        )?;
+        for k in watches.kinds() {
+            ConstCounter::new(read(k))
+                .encode(family.encode_family(&KindLabels { kind: k.name })?)?;
+        }
+    }
+    let gauges: [(&str, &str, Read); 2] = [
+        (
+            "watch_synced",
+            "1 once the kind's first list is applied",
+            |k| u64::from(k.is_synced()),
+        ),
+        (
+            "watch_served",
+            "0 while the cluster does not serve the kind (404)",
+            |k| u64::from(k.is_served()),
+        ),
+    ];
+    for (name, help, read) in gauges {
+        let mut family = encoder.encode_descriptor(
+            name,
+            help,
+            None,
+            prometheus_client::metrics::MetricType::Gauge,
+        )?;
+        for k in watches.kinds() {
+            ConstGauge::new(read(k) as i64)
+                .encode(family.encode_family(&KindLabels { kind: k.name })?)?;
+        }
+    }
+    Ok(())
 }

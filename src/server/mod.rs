@@ -31,6 +31,7 @@ use crate::extender::Extender;
 use crate::topology::FeatureGates;
 
 pub mod admin;
+pub mod live;
 pub mod metrics;
 pub mod shutdown;
 pub mod tls;
@@ -57,8 +58,23 @@ const ADMIN_SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 /// Everything `serve` needs; the command line fills it (see `cli::ServeArgs` for the flags).
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
-    /// Manifest files or folders holding the cluster (required until the live source lands).
+    /// Manifest files or folders holding the cluster; empty means live mode (watch the API
+    /// server).
     pub cluster: Vec<PathBuf>,
+    /// Live mode: the kubeconfig to use (else `KUBECONFIG`, `~/.kube/config`, in-cluster).
+    pub kubeconfig: Option<PathBuf>,
+    /// Live mode: elect one leader among the replicas (only it plans and binds).
+    pub leader_elect: bool,
+    /// Where the election's Lease lives (default: the pod's own namespace, else
+    /// `kube-tas-system`).
+    pub leader_election_namespace: Option<String>,
+    /// The Lease's name.
+    pub leader_election_id: String,
+    /// This replica's identity in the election and the pod it labels as leader (the pod's
+    /// name; default: the host name).
+    pub pod_name: Option<String>,
+    /// How long a Lease is held without renewal.
+    pub lease_duration: Duration,
     /// The main (extender, webhook) listener.
     pub listen: SocketAddr,
     /// The admin (probes, metrics) listener, plain HTTP.
@@ -84,6 +100,12 @@ impl Default for ServeConfig {
     fn default() -> Self {
         Self {
             cluster: Vec::new(),
+            kubeconfig: None,
+            leader_elect: true,
+            leader_election_namespace: None,
+            leader_election_id: "kube-tas".to_string(),
+            pod_name: None,
+            lease_duration: Duration::from_secs(15),
             listen: SocketAddr::from(([0, 0, 0, 0], 8443)),
             admin_listen: SocketAddr::from(([0, 0, 0, 0], 8080)),
             tls_cert: None,
@@ -100,12 +122,12 @@ impl Default for ServeConfig {
 /// A configuration `serve` cannot start with.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    /// No `--cluster`.
+    /// `--kubeconfig` with `--cluster`.
     #[error(
-        "--cluster PATH is required: the live (API-server) cluster source is not built yet, so \
-         `serve` reads the cluster from manifest files or folders"
+        "--kubeconfig and --cluster exclude each other: --cluster serves a cluster given as \
+         manifest files, --kubeconfig (or none of both) watches the API server"
     )]
-    NoCluster,
+    ClusterAndKubeconfig,
     /// One of `--tls-cert` / `--tls-key` without the other.
     #[error(
         "{given} is given but {missing} is missing: give both for TLS, or neither for plain HTTP"
@@ -121,8 +143,8 @@ pub enum ConfigError {
 impl ServeConfig {
     /// Checks what can be checked without I/O; returns the TLS files when TLS is on.
     pub fn validate(&self) -> Result<Option<TlsFiles>, ConfigError> {
-        if self.cluster.is_empty() {
-            return Err(ConfigError::NoCluster);
+        if !self.cluster.is_empty() && self.kubeconfig.is_some() {
+            return Err(ConfigError::ClusterAndKubeconfig);
         }
         self.tls_files()
     }
@@ -318,9 +340,19 @@ fn with_timeouts<Acc>(
     server
 }
 
-/// `kube-tas serve`: load the cluster, serve until SIGTERM/SIGINT, drain.
+/// `kube-tas serve`: from manifest files (`--cluster`) or from the API server (live mode),
+/// serve until SIGTERM/SIGINT, drain.
 pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
     config.validate()?;
+    if config.cluster.is_empty() {
+        live::run(config).await
+    } else {
+        run_files(config).await
+    }
+}
+
+/// Files mode: the manifests fed to the state once, every replica its own planner.
+async fn run_files(config: ServeConfig) -> anyhow::Result<()> {
     let paths = config.cluster.clone();
     let started = std::time::Instant::now();
     let cluster = tokio::task::spawn_blocking(move || crate::cluster::load_paths(&paths))

@@ -1,0 +1,258 @@
+//! What each watched kind does to the [`ClusterState`]: how an object is keyed, applied and
+//! deleted, and which objects a relist may remove. Objects are converted on the way in to
+//! what placement reads (a node's labels, taints, readiness and allocatable; a bound pod's
+//! node, requests and group; a Job's gang), so no watched object is kept whole.
+
+use std::fmt::Debug;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Resource;
+use kube::runtime::watcher;
+use serde::de::DeserializeOwned;
+
+use crate::cluster::kueue::{ClusterQueue, LocalQueue, ResourceFlavor, Topology};
+use crate::cluster::load::node_info;
+use crate::cluster::state::ClusterState;
+use crate::cluster::{
+    bound_pod_of, is_terminal, job_finished, namespace_or_default, workload_of_job,
+};
+
+/// A kind kube-tas watches.
+pub trait WatchedKind:
+    Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
+{
+    /// The kind's plural, for logs and metric labels (`nodes`, `topologies`).
+    const NAME: &'static str;
+
+    /// List and watch options (selectors, page size).
+    fn config() -> watcher::Config {
+        watcher::Config::default()
+    }
+
+    /// The object's key in the state.
+    fn key(obj: &Self) -> String;
+
+    /// An object added or changed.
+    fn apply(state: &mut ClusterState, obj: &Self);
+
+    /// The object under `key` is gone.
+    fn delete_key(state: &mut ClusterState, key: &str);
+
+    /// Keys of every object of this kind the state holds from the cluster: what a relist
+    /// that no longer lists them removes.
+    fn keys(state: &ClusterState) -> Vec<String>;
+}
+
+fn name_of<K: Resource>(obj: &K) -> String {
+    obj.meta().name.clone().unwrap_or_default()
+}
+
+fn namespaced_key<K: Resource>(obj: &K) -> String {
+    format!("{}/{}", namespace_or_default(obj.meta()), name_of(obj))
+}
+
+fn split_key(key: &str) -> (&str, &str) {
+    key.split_once('/').unwrap_or(("default", key))
+}
+
+impl WatchedKind for Node {
+    const NAME: &'static str = "nodes";
+
+    fn key(obj: &Self) -> String {
+        name_of(obj)
+    }
+
+    fn apply(state: &mut ClusterState, obj: &Self) {
+        let name = name_of(obj);
+        match node_info(obj.clone(), name.clone()) {
+            Ok(info) => {
+                state.apply_node(info);
+            }
+            Err(e) => {
+                // A node whose allocatable cannot be read is left out rather than guessed.
+                tracing::warn!(node = %name, error = %e, "node skipped: unreadable field");
+                state.delete_node(&name);
+            }
+        }
+    }
+
+    fn delete_key(state: &mut ClusterState, key: &str) {
+        state.delete_node(key);
+    }
+
+    fn keys(state: &ClusterState) -> Vec<String> {
+        state.node_names()
+    }
+}
+
+/// The pod's key: its uid (`namespace/name` without one, as the state records it).
+fn pod_key(pod: &Pod) -> String {
+    pod.metadata
+        .uid
+        .clone()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| namespaced_key(pod))
+}
+
+impl WatchedKind for Pod {
+    const NAME: &'static str = "pods";
+
+    /// Only pods that can hold capacity: bound and not finished. A pod that gets bound
+    /// arrives as added, one that finishes leaves as deleted.
+    fn config() -> watcher::Config {
+        watcher::Config::default()
+            .fields("spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed")
+    }
+
+    fn key(obj: &Self) -> String {
+        pod_key(obj)
+    }
+
+    fn apply(state: &mut ClusterState, obj: &Self) {
+        match bound_pod_of(obj) {
+            Ok(Some(bound)) => state.apply_bound_pod(&bound),
+            Ok(None) => {
+                state.apply_unbound_pod(&pod_key(obj), is_terminal(obj));
+            }
+            Err(e) => tracing::warn!(
+                pod = %namespaced_key(obj),
+                error = %e,
+                "pod's usage not counted: unreadable requests"
+            ),
+        }
+    }
+
+    fn delete_key(state: &mut ClusterState, key: &str) {
+        state.remove_pod(key);
+    }
+
+    fn keys(state: &ClusterState) -> Vec<String> {
+        state.watched_pod_uids()
+    }
+}
+
+impl WatchedKind for Job {
+    const NAME: &'static str = "jobs";
+
+    fn key(obj: &Self) -> String {
+        namespaced_key(obj)
+    }
+
+    fn apply(state: &mut ClusterState, obj: &Self) {
+        let namespace = namespace_or_default(&obj.metadata);
+        let name = name_of(obj);
+        if job_finished(obj) {
+            state.delete_job(&namespace, &name);
+            return;
+        }
+        match workload_of_job(obj) {
+            Ok(workload) => state.apply_job(&namespace, &name, workload),
+            Err(e) => {
+                tracing::warn!(job = %format_args!("{namespace}/{name}"), error = %e,
+                    "Job not known to placement: its pods are treated as single pods");
+                state.delete_job(&namespace, &name);
+            }
+        }
+    }
+
+    fn delete_key(state: &mut ClusterState, key: &str) {
+        let (namespace, name) = split_key(key);
+        state.delete_job(namespace, name);
+    }
+
+    fn keys(state: &ClusterState) -> Vec<String> {
+        state
+            .job_keys()
+            .into_iter()
+            .map(|(ns, n)| format!("{ns}/{n}"))
+            .collect()
+    }
+}
+
+impl WatchedKind for Topology {
+    const NAME: &'static str = "topologies";
+
+    fn key(obj: &Self) -> String {
+        name_of(obj)
+    }
+
+    fn apply(state: &mut ClusterState, obj: &Self) {
+        state.apply_topology(&name_of(obj), obj.clone());
+    }
+
+    fn delete_key(state: &mut ClusterState, key: &str) {
+        state.delete_topology(key);
+    }
+
+    fn keys(state: &ClusterState) -> Vec<String> {
+        state.kueue().topologies.keys().cloned().collect()
+    }
+}
+
+impl WatchedKind for ResourceFlavor {
+    const NAME: &'static str = "resourceflavors";
+
+    fn key(obj: &Self) -> String {
+        name_of(obj)
+    }
+
+    fn apply(state: &mut ClusterState, obj: &Self) {
+        state.apply_resource_flavor(&name_of(obj), obj.clone());
+    }
+
+    fn delete_key(state: &mut ClusterState, key: &str) {
+        state.delete_resource_flavor(key);
+    }
+
+    fn keys(state: &ClusterState) -> Vec<String> {
+        state.kueue().resource_flavors.keys().cloned().collect()
+    }
+}
+
+impl WatchedKind for ClusterQueue {
+    const NAME: &'static str = "clusterqueues";
+
+    fn key(obj: &Self) -> String {
+        name_of(obj)
+    }
+
+    fn apply(state: &mut ClusterState, obj: &Self) {
+        state.apply_cluster_queue(&name_of(obj), obj.clone());
+    }
+
+    fn delete_key(state: &mut ClusterState, key: &str) {
+        state.delete_cluster_queue(key);
+    }
+
+    fn keys(state: &ClusterState) -> Vec<String> {
+        state.kueue().cluster_queues.keys().cloned().collect()
+    }
+}
+
+impl WatchedKind for LocalQueue {
+    const NAME: &'static str = "localqueues";
+
+    fn key(obj: &Self) -> String {
+        namespaced_key(obj)
+    }
+
+    fn apply(state: &mut ClusterState, obj: &Self) {
+        let namespace = namespace_or_default(&obj.metadata);
+        state.apply_local_queue(&namespace, &name_of(obj), obj.clone());
+    }
+
+    fn delete_key(state: &mut ClusterState, key: &str) {
+        let (namespace, name) = split_key(key);
+        state.delete_local_queue(namespace, name);
+    }
+
+    fn keys(state: &ClusterState) -> Vec<String> {
+        state
+            .kueue()
+            .local_queues
+            .keys()
+            .map(|(ns, n)| format!("{ns}/{n}"))
+            .collect()
+    }
+}

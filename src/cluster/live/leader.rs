@@ -1,0 +1,258 @@
+//! One active planner: leader election on a `coordination.k8s.io/v1` Lease
+//! (kube-lease-manager), and [`Leadership`], what the extender asks before it plans or binds.
+//!
+//! Safety does not rest on the lease manager's own flag alone: that flag only changes when the
+//! manager manages to talk to the API server, so a leader cut off from it would go on believing
+//! it leads after its lease expired and another replica took over. [`Leadership::is_leader`]
+//! is therefore also bounded in time: a separate confirmer reads the Lease every
+//! [`CONFIRM_EVERY`], and leadership counts only while the Lease names this replica and its
+//! `renewTime + leaseDurationSeconds − margin` lies ahead. A replica that cannot confirm stops
+//! planning before any other replica may take the lease over (clock skew between replicas
+//! aside, the usual assumption of Lease-based election).
+//!
+//! Leadership changes are announced on a channel ([`Leadership::changes`]) so the server can
+//! drop its plans when it loses the lease (a new leader rebuilds them from the cluster) and
+//! mark its own pod for the extender's Service.
+
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::{Api, Client};
+use kube_lease_manager::{LeaseManagerBuilder, LeaseParams};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// How often the leader re-reads the Lease to confirm it still holds it.
+pub const CONFIRM_EVERY: Duration = Duration::from_secs(2);
+
+/// What [`run`] needs.
+#[derive(Debug, Clone)]
+pub struct ElectionConfig {
+    /// The Lease's namespace.
+    pub namespace: String,
+    /// The Lease's name.
+    pub lease_name: String,
+    /// This replica's identity (its pod name), written as `holderIdentity`.
+    pub identity: String,
+    /// `leaseDurationSeconds`.
+    pub lease_duration: Duration,
+    /// How long before expiry the leader renews.
+    pub renew_margin: Duration,
+}
+
+#[derive(Debug)]
+struct Inner {
+    always: bool,
+    identity: String,
+    /// The lease manager says we hold the lease.
+    holds: AtomicBool,
+    /// Unix milliseconds until which the last confirmation lets us act.
+    valid_until_ms: AtomicI64,
+    /// The holder the last read of the Lease named.
+    holder: Mutex<Option<String>>,
+    changes: watch::Sender<bool>,
+}
+
+/// Whether this replica may plan and bind now; cheap to clone and to ask.
+#[derive(Debug, Clone)]
+pub struct Leadership {
+    inner: Arc<Inner>,
+}
+
+impl Leadership {
+    /// Always the leader: files mode, or `--leader-elect=false`.
+    pub fn always() -> Self {
+        Self::build(true, String::new())
+    }
+
+    /// Not the leader until [`run`] says so.
+    pub fn elected(identity: &str) -> Self {
+        Self::build(false, identity.to_string())
+    }
+
+    fn build(always: bool, identity: String) -> Self {
+        let (changes, _) = watch::channel(always);
+        Self {
+            inner: Arc::new(Inner {
+                always,
+                identity,
+                holds: AtomicBool::new(false),
+                valid_until_ms: AtomicI64::new(0),
+                holder: Mutex::new(None),
+                changes,
+            }),
+        }
+    }
+
+    /// This replica may plan and bind now.
+    pub fn is_leader(&self) -> bool {
+        self.inner.always
+            || (self.inner.holds.load(Ordering::Acquire)
+                && now_ms() < self.inner.valid_until_ms.load(Ordering::Acquire))
+    }
+
+    /// This replica's identity (empty when always the leader).
+    pub fn identity(&self) -> &str {
+        &self.inner.identity
+    }
+
+    /// The holder the Lease named when last read (`None` before the first read).
+    pub fn holder(&self) -> Option<String> {
+        self.inner
+            .holder
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Follows leadership changes (`true`: became the leader).
+    pub fn changes(&self) -> watch::Receiver<bool> {
+        self.inner.changes.subscribe()
+    }
+
+    /// Why a follower does not answer: names the leader.
+    pub fn follower_message(&self) -> String {
+        match self.holder() {
+            Some(h) if !h.is_empty() && h != self.inner.identity => format!(
+                "kube-tas replica {} is not the leader; {h} is: only the leader plans and \
+                 binds (the extender Service should select the leader's pod)",
+                self.inner.identity
+            ),
+            _ => format!(
+                "kube-tas replica {} is not the leader and no leader is known yet: only the \
+                 leader plans and binds; retry shortly",
+                self.inner.identity
+            ),
+        }
+    }
+
+    fn set_holds(&self, holds: bool) {
+        self.inner.holds.store(holds, Ordering::Release);
+        if !holds {
+            self.inner.valid_until_ms.store(0, Ordering::Release);
+        }
+        self.publish();
+    }
+
+    fn confirm(&self, lease: &Lease, duration: Duration, margin: Duration) {
+        let spec = lease.spec.as_ref();
+        let holder = spec.and_then(|s| s.holder_identity.clone());
+        let mine = holder.as_deref() == Some(self.inner.identity.as_str());
+        *self.inner.holder.lock().unwrap_or_else(|p| p.into_inner()) = holder;
+        let renewed = spec
+            .and_then(|s| s.renew_time.as_ref())
+            .map(|t| t.0.as_millisecond());
+        let lease_ms = spec
+            .and_then(|s| s.lease_duration_seconds)
+            .map(|d| i64::from(d) * 1000)
+            .unwrap_or(duration.as_millis() as i64);
+        let until = match (mine, renewed) {
+            (true, Some(r)) => r + lease_ms - margin.as_millis() as i64,
+            _ => 0,
+        };
+        self.inner.valid_until_ms.store(until, Ordering::Release);
+        self.publish();
+    }
+
+    fn publish(&self) {
+        let now = self.is_leader();
+        self.inner.changes.send_if_modified(|was| {
+            let changed = *was != now;
+            *was = now;
+            changed
+        });
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Runs the election until `cancel`; releases the Lease on the way out.
+pub async fn run(
+    client: Client,
+    config: ElectionConfig,
+    leadership: Leadership,
+    cancel: CancellationToken,
+) -> anyhow::Result<()> {
+    let params = LeaseParams::new(
+        config.identity.clone(),
+        config.lease_duration.as_secs().max(2),
+        config.renew_margin.as_secs().max(1),
+    )
+    .with_field_manager(format!("kube-tas-{}", config.identity));
+    let manager = LeaseManagerBuilder::new(client.clone(), &config.lease_name)
+        .with_namespace(&config.namespace)
+        .with_parameters(params)
+        .build()
+        .await?;
+    let (mut flag, task) = manager.watch().await;
+    let leases: Api<Lease> = Api::namespaced(client, &config.namespace);
+    let mut confirm = tokio::time::interval(CONFIRM_EVERY);
+    confirm.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tracing::info!(
+        lease = %format_args!("{}/{}", config.namespace, config.lease_name),
+        identity = %config.identity,
+        "leader election started"
+    );
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => break,
+            changed = flag.changed() => {
+                if changed.is_err() {
+                    tracing::error!("the lease manager stopped");
+                    break;
+                }
+                let holds = *flag.borrow_and_update();
+                leadership.set_holds(holds);
+                // Confirm at once, so a new leader starts without waiting a tick.
+                if let Ok(lease) = leases.get(&config.lease_name).await {
+                    leadership.confirm(&lease, config.lease_duration, config.renew_margin);
+                }
+                tracing::info!(leader = leadership.is_leader(), "leadership changed");
+            }
+            _ = confirm.tick() => match leases.get(&config.lease_name).await {
+                Ok(lease) => leadership.confirm(&lease, config.lease_duration, config.renew_margin),
+                Err(e) => tracing::warn!(error = %e, "cannot read the Lease to confirm leadership"),
+            },
+        }
+    }
+    leadership.set_holds(false);
+    drop(flag);
+    match task.await {
+        Ok(Ok(_)) => tracing::info!("Lease released"),
+        Ok(Err(e)) => tracing::warn!(error = %e, "releasing the Lease failed"),
+        Err(e) => tracing::warn!(error = %e, "the lease manager task failed"),
+    }
+    Ok(())
+}
+
+/// The label the leader puts on its own pod, for the extender Service's selector.
+pub const LEADER_LABEL: &str = "kube-tas.io/leader";
+
+/// Sets (leader) or removes (follower) [`LEADER_LABEL`] on this replica's pod.
+pub async fn label_own_pod(
+    client: Client,
+    namespace: &str,
+    pod: &str,
+    leader: bool,
+) -> Result<(), kube::Error> {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{Patch, PatchParams};
+    let value = if leader {
+        serde_json::Value::String("true".into())
+    } else {
+        serde_json::Value::Null
+    };
+    let patch = serde_json::json!({"metadata": {"labels": {LEADER_LABEL: value}}});
+    Api::<Pod>::namespaced(client, namespace)
+        .patch(pod, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+}

@@ -1,0 +1,310 @@
+//! The live event source: kube-runtime watchers on the API server feeding the
+//! [`ClusterState`](super::state::ClusterState), one task per kind.
+//!
+//! * Nodes, Pods (bound and unfinished only, by field selector), Jobs, and Kueue's
+//!   `v1beta2` Topology, ResourceFlavor, ClusterQueue and LocalQueue ([`kinds`]).
+//! * Each watch lists, then watches from the list's resourceVersion; the API server's 410 Gone
+//!   (or any break) makes kube-runtime relist, and a relist **replaces** what it lists: objects
+//!   deleted during the gap are removed ([`apply_relist`]).
+//! * Events are applied one at a time (a relist in chunks of [`RELIST_CHUNK`]), each under
+//!   the state's write lock, so readers never wait behind a whole batch.
+//! * Errors are retried with kube-runtime's default backoff and counted per kind
+//!   ([`KindStatus`]); a kind the cluster does not serve (404: Kueue's CRDs not installed)
+//!   is logged once, reported as not served, and does not hold back readiness
+//!   ([`WatchStatus::synced`]).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use futures::StreamExt;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::kueue::{ClusterQueue, LocalQueue, ResourceFlavor, Topology};
+use super::state::SharedState;
+
+pub mod kinds;
+pub mod leader;
+pub mod resources;
+
+pub use kinds::WatchedKind;
+pub use leader::Leadership;
+
+/// How many objects of a relist are applied under one write lock.
+pub const RELIST_CHUNK: usize = 256;
+
+/// The `User-Agent` kube-tas sends (kube 5 sends none unless told), so audit logs and field
+/// managers name it.
+pub fn user_agent() -> String {
+    format!("kube-tas/{}", env!("CARGO_PKG_VERSION"))
+}
+
+/// Why no client could be made: the configuration names no usable cluster.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// `--kubeconfig` cannot be read or used.
+    #[error("cannot use --kubeconfig {path}: {message}")]
+    Kubeconfig {
+        /// The file.
+        path: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// Nothing to infer a cluster from.
+    #[error(
+        "no cluster to talk to: no --kubeconfig, no usable KUBECONFIG or ~/.kube/config, and \
+         not running in a pod ({0}); give --cluster PATH to serve from manifest files"
+    )]
+    NoCluster(String),
+    /// The configuration was found but the client cannot be built from it.
+    #[error("cannot build the Kubernetes client: {0}")]
+    Build(String),
+}
+
+/// A client from `kubeconfig` when given, else from `KUBECONFIG` / `~/.kube/config`, else
+/// the in-cluster service account; it sends kube-tas's `User-Agent`.
+pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, ClientError> {
+    let mut config = match kubeconfig {
+        Some(path) => {
+            let fail = |e: &dyn std::fmt::Display| ClientError::Kubeconfig {
+                path: path.display().to_string(),
+                message: e.to_string(),
+            };
+            let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| fail(&e))?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| fail(&e))?
+        }
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| ClientError::NoCluster(e.to_string()))?,
+    };
+    let agent = http::HeaderValue::from_str(&user_agent())
+        .map_err(|e| ClientError::Build(e.to_string()))?;
+    config.headers.push((http::header::USER_AGENT, agent));
+    Client::try_from(config).map_err(|e| ClientError::Build(e.to_string()))
+}
+
+/// One watched kind's health, for readiness, logs and metrics.
+#[derive(Debug)]
+pub struct KindStatus {
+    /// The kind's plural (`nodes`).
+    pub name: &'static str,
+    synced: AtomicBool,
+    served: AtomicBool,
+    errors: AtomicU64,
+    events: AtomicU64,
+    relists: AtomicU64,
+}
+
+impl KindStatus {
+    fn new(name: &'static str) -> Self {
+        Self {
+            name,
+            synced: AtomicBool::new(false),
+            served: AtomicBool::new(true),
+            errors: AtomicU64::new(0),
+            events: AtomicU64::new(0),
+            relists: AtomicU64::new(0),
+        }
+    }
+
+    /// Its first list has been applied.
+    pub fn is_synced(&self) -> bool {
+        self.synced.load(Ordering::Relaxed)
+    }
+
+    /// The cluster serves the kind (false after a 404 until a list succeeds).
+    pub fn is_served(&self) -> bool {
+        self.served.load(Ordering::Relaxed)
+    }
+
+    /// Watch errors so far.
+    pub fn errors(&self) -> u64 {
+        self.errors.load(Ordering::Relaxed)
+    }
+
+    /// Watch events applied so far.
+    pub fn events(&self) -> u64 {
+        self.events.load(Ordering::Relaxed)
+    }
+
+    /// Complete lists applied so far (the first one included).
+    pub fn relists(&self) -> u64 {
+        self.relists.load(Ordering::Relaxed)
+    }
+}
+
+/// The health of every watch.
+#[derive(Debug, Clone, Default)]
+pub struct WatchStatus {
+    kinds: Vec<Arc<KindStatus>>,
+}
+
+impl WatchStatus {
+    /// Every kind has applied its first list, or is not served by the cluster.
+    pub fn synced(&self) -> bool {
+        self.kinds.iter().all(|k| k.is_synced() || !k.is_served())
+    }
+
+    /// Each kind's status.
+    pub fn kinds(&self) -> &[Arc<KindStatus>] {
+        &self.kinds
+    }
+
+    fn add(&mut self, name: &'static str) -> Arc<KindStatus> {
+        let k = Arc::new(KindStatus::new(name));
+        self.kinds.push(k.clone());
+        k
+    }
+}
+
+/// The running watches: their status, and a way to stop them.
+pub struct Watches {
+    status: WatchStatus,
+    cancel: CancellationToken,
+    tasks: JoinSet<()>,
+}
+
+impl Watches {
+    /// Starts one watch per kind, feeding `state`.
+    pub fn start(client: Client, state: SharedState) -> Self {
+        let cancel = CancellationToken::new();
+        let mut status = WatchStatus::default();
+        let mut tasks = JoinSet::new();
+        macro_rules! watch {
+            ($($kind:ty),*) => {$(
+                let kind = status.add(<$kind as WatchedKind>::NAME);
+                tasks.spawn(run::<$kind>(
+                    client.clone(),
+                    state.clone(),
+                    kind,
+                    cancel.clone(),
+                ));
+            )*};
+        }
+        watch!(
+            Node,
+            Pod,
+            Job,
+            Topology,
+            ResourceFlavor,
+            ClusterQueue,
+            LocalQueue
+        );
+        Self {
+            status,
+            cancel,
+            tasks,
+        }
+    }
+
+    /// The watches' health.
+    pub fn status(&self) -> &WatchStatus {
+        &self.status
+    }
+
+    /// Stops every watch and waits for them to end.
+    pub async fn stop(mut self) {
+        self.cancel.cancel();
+        while self.tasks.join_next().await.is_some() {}
+    }
+}
+
+/// One kind's watch loop, until cancelled.
+async fn run<K: WatchedKind>(
+    client: Client,
+    state: SharedState,
+    status: Arc<KindStatus>,
+    cancel: CancellationToken,
+) {
+    let api: Api<K> = Api::all(client);
+    let mut stream = watcher(api, K::config()).default_backoff().boxed();
+    let mut listed: Vec<K> = Vec::new();
+    loop {
+        let item = tokio::select! {
+            () = cancel.cancelled() => return,
+            item = stream.next() => item,
+        };
+        let Some(item) = item else {
+            tracing::error!(kind = K::NAME, "watch stream ended");
+            return;
+        };
+        match item {
+            Ok(watcher::Event::Init) => listed.clear(),
+            Ok(watcher::Event::InitApply(obj)) => listed.push(obj),
+            Ok(watcher::Event::InitDone) => {
+                let objects = std::mem::take(&mut listed);
+                let count = objects.len();
+                apply_relist(&state, objects);
+                status.relists.fetch_add(1, Ordering::Relaxed);
+                if !status.served.swap(true, Ordering::Relaxed) {
+                    tracing::info!(kind = K::NAME, "the cluster serves this kind now");
+                }
+                if !status.synced.swap(true, Ordering::Relaxed) {
+                    tracing::info!(kind = K::NAME, objects = count, "initial list applied");
+                } else {
+                    tracing::info!(kind = K::NAME, objects = count, "relisted");
+                }
+            }
+            Ok(watcher::Event::Apply(obj)) => {
+                K::apply(&mut state.write(), &obj);
+                status.events.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(watcher::Event::Delete(obj)) => {
+                K::delete_key(&mut state.write(), &K::key(&obj));
+                status.events.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                status.errors.fetch_add(1, Ordering::Relaxed);
+                if is_not_served(&e) {
+                    if status.served.swap(false, Ordering::Relaxed) {
+                        tracing::warn!(
+                            kind = K::NAME,
+                            "the cluster does not serve this kind (404); it is skipped and \
+                             retried with backoff (install its CRD to use it)"
+                        );
+                    }
+                } else {
+                    tracing::warn!(kind = K::NAME, error = %e, "watch error; retrying with backoff");
+                }
+            }
+        }
+    }
+}
+
+/// The list's objects replace what the state holds of the kind: first what is no longer
+/// listed is removed, then the listed objects are applied, each step in chunks.
+pub fn apply_relist<K: WatchedKind>(state: &SharedState, objects: Vec<K>) {
+    let listed: std::collections::HashSet<String> = objects.iter().map(K::key).collect();
+    let gone: Vec<String> = K::keys(&state.read())
+        .into_iter()
+        .filter(|k| !listed.contains(k))
+        .collect();
+    for chunk in gone.chunks(RELIST_CHUNK) {
+        let mut s = state.write();
+        for key in chunk {
+            K::delete_key(&mut s, key);
+        }
+    }
+    for chunk in objects.chunks(RELIST_CHUNK) {
+        let mut s = state.write();
+        for obj in chunk {
+            K::apply(&mut s, obj);
+        }
+    }
+}
+
+/// The initial list (or watch start) failed with 404: the cluster does not serve the kind.
+fn is_not_served(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s)) => s.code == 404,
+        _ => false,
+    }
+}

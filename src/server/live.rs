@@ -1,0 +1,167 @@
+//! `serve` in live mode: the API server is the source of truth.
+//!
+//! Startup: a client (`--kubeconfig`, else `KUBECONFIG`, else in-cluster), the watches feeding
+//! one shared state, the extender writing Bindings, the leader election (unless
+//! `--leader-elect=false`), both listeners. Ready once every watched kind has applied its
+//! first list (a kind the cluster does not serve does not hold readiness back).
+//!
+//! What the replicas do:
+//! * every replica answers `/mutate` from its own watches;
+//! * only the leader plans and binds. It labels its own pod `kube-tas.io/leader=true` (and
+//!   removes the label when it steps down), so an extender Service selecting that label sends
+//!   kube-scheduler to the leader; a follower reached anyway answers `filter` and `bind` with
+//!   an `Error` naming the leader (kube-scheduler retries the pod) and `prioritize` with no
+//!   scores;
+//! * on losing the lease the replica drops every plan at once; the new leader rebuilds plans
+//!   from the cluster (bound pods and their owners), so no seat is held by two replicas.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio_util::sync::CancellationToken;
+
+use super::{ServeConfig, shutdown, start};
+use crate::cluster::live::leader::{self, ElectionConfig};
+use crate::cluster::live::{self as source, Leadership, Watches};
+use crate::cluster::state::SharedState;
+use crate::extender::{Binder, Extender};
+use crate::plans::PlanBook;
+
+/// The namespace a pod's service account token is mounted for.
+const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+
+/// The Lease's namespace when neither the flag nor the pod's own namespace says.
+pub const DEFAULT_NAMESPACE: &str = "kube-tas-system";
+
+/// Runs live mode until SIGTERM/SIGINT.
+pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
+    let client = source::client(config.kubeconfig.as_deref()).await?;
+    let state = SharedState::default();
+    let watches = Watches::start(client.clone(), state.clone());
+    let identity = config
+        .pod_name
+        .clone()
+        .or_else(|| std::env::var("POD_NAME").ok())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| format!("kube-tas-{}", std::process::id()));
+    let leadership = if config.leader_elect {
+        Leadership::elected(&identity)
+    } else {
+        Leadership::always()
+    };
+    let extender = Extender::new(
+        state,
+        PlanBook::new(config.feature_gates.clone(), config.plan_ttl),
+    )
+    .with_binder(Binder::Api(client.clone()))
+    .with_leadership(leadership.clone());
+    let mut server = start(&config, extender.clone()).await?;
+    server.metrics().set_watch_status(watches.status().clone());
+
+    let cancel = CancellationToken::new();
+    let mut tasks = tokio::task::JoinSet::new();
+    if config.leader_elect {
+        let namespace = config
+            .leader_election_namespace
+            .clone()
+            .or_else(own_namespace)
+            .unwrap_or_else(|| DEFAULT_NAMESPACE.to_string());
+        let election = ElectionConfig {
+            namespace: namespace.clone(),
+            lease_name: config.leader_election_id.clone(),
+            identity: identity.clone(),
+            lease_duration: config.lease_duration,
+            renew_margin: (config.lease_duration / 3).max(Duration::from_secs(1)),
+        };
+        let (c, l, k) = (client.clone(), leadership.clone(), cancel.clone());
+        tasks.spawn(async move {
+            if let Err(e) = leader::run(c, election, l, k).await {
+                tracing::error!(error = %e, "leader election failed; this replica stays a follower");
+            }
+        });
+        let pod = config
+            .pod_name
+            .clone()
+            .or_else(|| std::env::var("POD_NAME").ok());
+        tasks.spawn(follow_leadership(
+            client.clone(),
+            extender.clone(),
+            leadership.clone(),
+            namespace,
+            pod,
+            cancel.clone(),
+        ));
+    }
+    let readiness = server.readiness().clone();
+    let status = watches.status().clone();
+    let started = std::time::Instant::now();
+    let ready_cancel = cancel.clone();
+    tasks.spawn(async move {
+        while !status.synced() {
+            tokio::select! {
+                () = ready_cancel.cancelled() => return,
+                () = tokio::time::sleep(Duration::from_millis(50)) => {}
+            }
+        }
+        readiness.mark_ready();
+        tracing::info!(
+            sync_ms = started.elapsed().as_secs_f64() * 1e3,
+            "ready: every watched kind is listed"
+        );
+    });
+
+    let outcome = tokio::select! {
+        () = shutdown::signal() => Ok(()),
+        e = server.failed() => Err(e),
+    };
+    cancel.cancel();
+    while tasks.join_next().await.is_some() {}
+    watches.stop().await;
+    outcome?;
+    server
+        .shutdown(config.shutdown_grace)
+        .await
+        .context("shutdown")
+}
+
+/// On every leadership change: drop the plans when stepping down, and move the leader label.
+async fn follow_leadership(
+    client: kube::Client,
+    extender: Extender,
+    leadership: Leadership,
+    namespace: String,
+    pod: Option<String>,
+    cancel: CancellationToken,
+) {
+    let mut changes = leadership.changes();
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => break,
+            changed = changes.changed() => if changed.is_err() { break },
+        }
+        let leader = *changes.borrow_and_update();
+        if !leader {
+            extender.clear_plans();
+            tracing::info!("not the leader: plans dropped");
+        } else {
+            tracing::info!("the leader: planning and binding");
+        }
+        if let Some(pod) = &pod
+            && let Err(e) = leader::label_own_pod(client.clone(), &namespace, pod, leader).await
+        {
+            tracing::warn!(error = %e, pod = %pod, "cannot update the leader label on this pod");
+        }
+    }
+    if let Some(pod) = &pod {
+        let _ = leader::label_own_pod(client, &namespace, pod, false).await;
+    }
+}
+
+fn own_namespace() -> Option<String> {
+    std::env::var("POD_NAMESPACE").ok().or_else(|| {
+        std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE)
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+    })
+}
