@@ -132,9 +132,6 @@ impl Extender {
         names: Option<Vec<&str>>,
         nodes: Option<&List<Node>>,
     ) -> ExtenderFilterResult {
-        if !self.leadership.is_leader() {
-            return error_result(&self.leadership.follower_message());
-        }
         match (names, nodes) {
             (Some(names), _) => self.filter_cached(pod, &names),
             (None, Some(list)) => self.filter_nodes(pod, list),
@@ -174,6 +171,9 @@ impl Extender {
         pod: &Pod,
         names: &[&str],
     ) -> Result<(ExtenderFilterResult, Vec<usize>), String> {
+        if !self.leadership.is_leader() {
+            return Err(self.leadership.follower_message());
+        }
         let mut book = self.lock();
         let verdict = book.filter(&self.state.read(), pod, names, Instant::now());
         drop(book);
@@ -226,9 +226,6 @@ impl Extender {
         names: Option<Vec<&str>>,
         nodes: Option<&List<Node>>,
     ) -> Vec<HostPriority> {
-        if !self.leadership.is_leader() {
-            return Vec::new();
-        }
         match (names, nodes) {
             (Some(names), _) => self.host_priorities(pod, &names),
             (None, Some(list)) => self.host_priorities(pod, &node_names(list)),
@@ -249,6 +246,9 @@ impl Extender {
 
     /// The scores behind `prioritize`, as (candidate index, 0..=10), favoured hosts only.
     pub fn prioritize_names(&self, pod: &Pod, candidates: &[&str]) -> Vec<(usize, i64)> {
+        if !self.leadership.is_leader() {
+            return Vec::new();
+        }
         self.lock()
             .favoured(pod, candidates)
             .into_iter()
@@ -259,6 +259,9 @@ impl Extender {
     /// `POST /scheduler/bind` without an API server (files mode, `simulate`): makes the seat
     /// final and records the pod on its node.
     pub fn bind(&self, args: &ExtenderBindingArgs) -> ExtenderBindingResult {
+        if !self.leadership.is_leader() {
+            return bind_result(Err(self.leadership.follower_message()));
+        }
         let now = Instant::now();
         let mut book = self.lock();
         let mut state = self.state.write();

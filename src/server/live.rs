@@ -71,7 +71,7 @@ pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
             lease_name: config.leader_election_id.clone(),
             identity: identity.clone(),
             lease_duration: config.lease_duration,
-            renew_margin: (config.lease_duration / 3).max(Duration::from_secs(1)),
+            renew_before: (config.lease_duration / 3).max(Duration::from_secs(1)),
         };
         let (c, l, k) = (client.clone(), leadership.clone(), cancel.clone());
         tasks.spawn(async move {

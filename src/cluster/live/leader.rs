@@ -4,9 +4,10 @@
 //! Safety does not rest on the lease manager's own flag alone: that flag only changes when the
 //! manager manages to talk to the API server, so a leader cut off from it would go on believing
 //! it leads after its lease expired and another replica took over. [`Leadership::is_leader`]
-//! is therefore also bounded in time: a separate confirmer reads the Lease every
-//! [`CONFIRM_EVERY`], and leadership counts only while the Lease names this replica and its
-//! `renewTime + leaseDurationSeconds − margin` lies ahead. A replica that cannot confirm stops
+//! is therefore also bounded in time: a separate confirmer reads the Lease three times per
+//! renewal period, and leadership counts only while the Lease names this replica and its
+//! `renewTime + leaseDurationSeconds − margin` lies ahead (the margin, at most
+//! [`MAX_SKEW_MARGIN`], covers clock skew and the read's own latency). A replica that cannot confirm stops
 //! planning before any other replica may take the lease over (clock skew between replicas
 //! aside, the usual assumption of Lease-based election).
 //!
@@ -25,8 +26,8 @@ use kube_lease_manager::{LeaseManagerBuilder, LeaseParams};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-/// How often the leader re-reads the Lease to confirm it still holds it.
-pub const CONFIRM_EVERY: Duration = Duration::from_secs(2);
+/// The most a leader gives up of its lease's end, against clock skew between replicas.
+pub const MAX_SKEW_MARGIN: Duration = Duration::from_millis(500);
 
 /// What [`run`] needs.
 #[derive(Debug, Clone)]
@@ -39,8 +40,8 @@ pub struct ElectionConfig {
     pub identity: String,
     /// `leaseDurationSeconds`.
     pub lease_duration: Duration,
-    /// How long before expiry the leader renews.
-    pub renew_margin: Duration,
+    /// How long before expiry the leader renews (kube-lease-manager's grace).
+    pub renew_before: Duration,
 }
 
 #[derive(Debug)]
@@ -181,10 +182,15 @@ pub async fn run(
     leadership: Leadership,
     cancel: CancellationToken,
 ) -> anyhow::Result<()> {
+    let renew_before = config.renew_before.max(Duration::from_secs(1));
+    // A renewal is seen within `confirm_every`, and the old validity lasts `renew_before −
+    // margin` past the renewal: with these, a renewing leader never lapses.
+    let confirm_every = renew_before / 3;
+    let margin = MAX_SKEW_MARGIN.min(renew_before / 4);
     let params = LeaseParams::new(
         config.identity.clone(),
         config.lease_duration.as_secs().max(2),
-        config.renew_margin.as_secs().max(1),
+        renew_before.as_secs(),
     )
     .with_field_manager(format!("kube-tas-{}", config.identity));
     let manager = LeaseManagerBuilder::new(client.clone(), &config.lease_name)
@@ -194,7 +200,7 @@ pub async fn run(
         .await?;
     let (mut flag, task) = manager.watch().await;
     let leases: Api<Lease> = Api::namespaced(client, &config.namespace);
-    let mut confirm = tokio::time::interval(CONFIRM_EVERY);
+    let mut confirm = tokio::time::interval(confirm_every);
     confirm.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tracing::info!(
         lease = %format_args!("{}/{}", config.namespace, config.lease_name),
@@ -213,12 +219,12 @@ pub async fn run(
                 leadership.set_holds(holds);
                 // Confirm at once, so a new leader starts without waiting a tick.
                 if let Ok(lease) = leases.get(&config.lease_name).await {
-                    leadership.confirm(&lease, config.lease_duration, config.renew_margin);
+                    leadership.confirm(&lease, config.lease_duration, margin);
                 }
                 tracing::info!(leader = leadership.is_leader(), "leadership changed");
             }
             _ = confirm.tick() => match leases.get(&config.lease_name).await {
-                Ok(lease) => leadership.confirm(&lease, config.lease_duration, config.renew_margin),
+                Ok(lease) => leadership.confirm(&lease, config.lease_duration, margin),
                 Err(e) => tracing::warn!(error = %e, "cannot read the Lease to confirm leadership"),
             },
         }

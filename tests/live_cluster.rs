@@ -1,0 +1,598 @@
+//! Live mode against the in-process fake API server (real list/watch JSON, resourceVersions,
+//! 410 Gone, Status errors, the Binding subresource, server-side apply conflicts): the watches
+//! feed the shared state, the extender writes Bindings, the webhook reads the live state, and
+//! leader election keeps one planner.
+
+#[path = "common/fake_apiserver.rs"]
+mod fake_apiserver;
+
+use std::time::{Duration, Instant};
+
+use fake_apiserver::FakeApiServer;
+use k8s_openapi::api::core::v1::Pod;
+use kube_tas::admission::{Decision, Webhook};
+use kube_tas::cluster::live::leader::{self, ElectionConfig};
+use kube_tas::cluster::live::{Leadership, Watches};
+use kube_tas::cluster::state::{ClusterState, SharedState};
+use kube_tas::extender::{Binder, Extender, ExtenderBindingArgs};
+use kube_tas::plans::PlanBook;
+use kube_tas::topology::FeatureGates;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+const BLOCK: &str = "cloud.provider.com/topology-block";
+const RACK: &str = "cloud.provider.com/topology-rack";
+const HOST: &str = "kubernetes.io/hostname";
+
+// ---------------------------------------------------------------------------------------------
+// Objects as the API server holds them
+// ---------------------------------------------------------------------------------------------
+
+fn node(name: &str, rack: &str, cpu: u32, ready: bool) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {BLOCK: "b1", RACK: rack, HOST: name,
+            "node-group": "tas"}},
+        "spec": {},
+        "status": {
+            "allocatable": {"cpu": cpu.to_string(), "memory": "32Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]
+        }
+    })
+}
+
+fn kueue_objects() -> Vec<Value> {
+    vec![
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology",
+            "metadata": {"name": "default"},
+            "spec": {"levels": [{"nodeLabel": BLOCK}, {"nodeLabel": RACK}, {"nodeLabel": HOST}]}}),
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+            "metadata": {"name": "tas-flavor"},
+            "spec": {"topologyName": "default", "nodeLabels": {"node-group": "tas"}}}),
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+            "metadata": {"name": "tas-cq"},
+            "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu"],
+                "flavors": [{"name": "tas-flavor", "resources": [{"name": "cpu",
+                    "nominalQuota": "1000"}]}]}]}}),
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+            "metadata": {"name": "tas-queue", "namespace": "default"},
+            "spec": {"clusterQueue": "tas-cq"}}),
+    ]
+}
+
+/// An Indexed Job of `n` pods of `cpu` cpu, all in one rack (required).
+fn job(name: &str, n: u32, cpu: u32) -> Value {
+    json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": "default", "uid": format!("job-uid-{name}"),
+            "labels": {"kueue.x-k8s.io/queue-name": "tas-queue"}},
+        "spec": {"parallelism": n, "completions": n, "completionMode": "Indexed",
+            "template": {
+                "metadata": {"annotations": {"kueue.x-k8s.io/podset-required-topology": RACK}},
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "w",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"requests": {"cpu": cpu.to_string()}}}]}}}
+    })
+}
+
+/// Pod `index` of Job `job` (as the Job controller creates it), bound to `node` and Running
+/// when given.
+fn job_pod(job: &str, index: u32, cpu: u32, node: Option<&str>) -> Value {
+    let mut pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": format!("{job}-{index}"), "namespace": "default",
+            "uid": format!("uid-{job}-{index}"),
+            "labels": {"batch.kubernetes.io/job-completion-index": index.to_string()},
+            "annotations": {"batch.kubernetes.io/job-completion-index": index.to_string(),
+                "kueue.x-k8s.io/podset-required-topology": RACK},
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job,
+                "uid": format!("job-uid-{job}"), "controller": true}]
+        },
+        "spec": {"containers": [{"name": "w", "image": "registry.k8s.io/pause:3.10",
+            "resources": {"requests": {"cpu": cpu.to_string()}}}],
+            "nodeSelector": {"node-group": "tas"}},
+        "status": {"phase": "Pending"}
+    });
+    if let Some(n) = node {
+        pod["spec"]["nodeName"] = json!(n);
+        pod["status"]["phase"] = json!("Running");
+    }
+    pod
+}
+
+fn lone_pod(name: &str, cpu: u32, node: &str, phase: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "nginx",
+            "resources": {"requests": {"cpu": cpu.to_string()}}}]},
+        "status": {"phase": phase}
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Harness
+// ---------------------------------------------------------------------------------------------
+
+/// A fake API server with `objects`, watched into a fresh state.
+struct Live {
+    fake: FakeApiServer,
+    state: SharedState,
+    watches: Watches,
+}
+
+impl Live {
+    async fn start(fake: FakeApiServer) -> Self {
+        let state = SharedState::new(ClusterState::new());
+        let watches = Watches::start(fake.client(), state.clone());
+        let live = Self {
+            fake,
+            state,
+            watches,
+        };
+        live.until("every kind is synced", |_| true).await;
+        live
+    }
+
+    /// Waits (at most 10 s) for the watches to be synced and `cond` to hold.
+    async fn until(&self, what: &str, cond: impl Fn(&ClusterState) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if self.watches.status().synced() && cond(&self.state.read()) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    fn extender(&self) -> Extender {
+        Extender::new(
+            self.state.clone(),
+            PlanBook::new(FeatureGates::default(), Duration::from_secs(60)),
+        )
+        .with_binder(Binder::Api(self.fake.client()))
+    }
+
+    /// The pod as the API server holds it, as kube-scheduler sends it.
+    fn pod(&self, name: &str) -> Pod {
+        let v = self
+            .fake
+            .get("v1", "Pod", Some("default"), name)
+            .unwrap_or_else(|| panic!("pod {name} is not in the fake API server"));
+        serde_json::from_value(v).unwrap()
+    }
+}
+
+fn with_objects(objects: impl IntoIterator<Item = Value>) -> FakeApiServer {
+    let fake = FakeApiServer::new();
+    for o in objects {
+        fake.apply(o);
+    }
+    fake
+}
+
+/// Two racks: r1 = h1, h2 (4 cpu each); r2 = h3, h4 (8 cpu each).
+fn two_racks() -> Vec<Value> {
+    let mut objects = kueue_objects();
+    objects.extend([
+        node("h1", "r1", 4, true),
+        node("h2", "r1", 4, true),
+        node("h3", "r2", 8, true),
+        node("h4", "r2", 8, true),
+    ]);
+    objects
+}
+
+fn cpu(state: &ClusterState, node: &str) -> i64 {
+    state
+        .node_usage(node)
+        .and_then(|u| u.get("cpu").copied())
+        .unwrap_or(0)
+}
+
+/// The node(s) filter passes for `pod` among every node.
+fn filter(extender: &Extender, pod: &Pod) -> Result<Vec<String>, String> {
+    let names: Vec<String> = extender
+        .state()
+        .read()
+        .nodes()
+        .map(|(_, n)| n.name.clone())
+        .collect();
+    let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
+    let result = extender.filter_cached(pod, &candidates);
+    if !result.error.is_empty() {
+        return Err(result.error);
+    }
+    Ok(result.node_names.unwrap_or_default())
+}
+
+fn rack_of(state: &ClusterState, node: &str) -> String {
+    state.node_by_name(node).unwrap().labels[RACK].clone()
+}
+
+fn binding_args(pod: &Pod, node: &str) -> ExtenderBindingArgs {
+    ExtenderBindingArgs {
+        pod_name: pod.metadata.name.clone().unwrap(),
+        pod_namespace: "default".into(),
+        pod_uid: pod.metadata.uid.clone().unwrap(),
+        node: node.into(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn initial_sync_then_node_and_pod_changes_move_free_capacity() {
+    let mut objects = two_racks();
+    objects.push(lone_pod("web", 2, "h1", "Running"));
+    objects.push(lone_pod("done", 3, "h2", "Succeeded"));
+    objects.push(job("train", 2, 1));
+    let live = Live::start(with_objects(objects)).await;
+    {
+        let s = live.state.read();
+        assert_eq!(s.node_count(), 4);
+        assert_eq!(cpu(&s, "h1"), 2000, "a running pod is usage");
+        assert_eq!(cpu(&s, "h2"), 0, "a finished pod is not");
+        assert!(s.job("default", "train").is_some());
+        assert!(
+            s.kueue()
+                .local_queues
+                .contains_key(&("default".into(), "tas-queue".into()))
+        );
+        let f = s.flavor("tas-flavor").unwrap();
+        assert_eq!(f.tree.leaves().len(), 4);
+    }
+    for k in live.watches.status().kinds() {
+        assert!(k.is_synced() && k.is_served(), "{}", k.name);
+    }
+    // The pod finishes: its cpu comes back.
+    live.fake.apply(lone_pod("web", 2, "h1", "Succeeded"));
+    live.until("web's usage is given back", |s| cpu(s, "h1") == 0)
+        .await;
+    // A node goes NotReady: out of the flavor's tree; Ready again: back in.
+    live.fake.apply(node("h2", "r1", 4, false));
+    live.until("h2 leaves the tree", |s| {
+        s.flavor("tas-flavor")
+            .unwrap()
+            .tree
+            .leaf_of_node("h2")
+            .is_none()
+    })
+    .await;
+    live.fake.apply(node("h2", "r1", 4, true));
+    live.until("h2 is back", |s| {
+        s.flavor("tas-flavor")
+            .unwrap()
+            .tree
+            .leaf_of_node("h2")
+            .is_some()
+    })
+    .await;
+    // More allocatable: free capacity follows.
+    live.fake.apply(node("h1", "r1", 6, true));
+    live.until("h1 has 6 cpu", |s| {
+        let f = s.flavor("tas-flavor").unwrap();
+        let leaf = f.tree.leaf_of_node("h1").unwrap();
+        let free = s.free_capacity(&f, |_| None);
+        free.remaining(leaf)[f.tree.resource_id("cpu").unwrap()] == 6000
+    })
+    .await;
+    // A deleted node is gone.
+    live.fake.delete("v1", "Node", None, "h4");
+    live.until("h4 is deleted", |s| s.node_by_name("h4").is_none())
+        .await;
+    live.watches.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_relabelled_into_another_rack_moves_in_the_tree() {
+    let live = Live::start(with_objects(two_racks())).await;
+    let path = |s: &ClusterState| {
+        let f = s.flavor("tas-flavor").unwrap();
+        let leaf = f.tree.leaf_of_node("h2").unwrap();
+        f.tree.domains[leaf].values.clone()
+    };
+    assert_eq!(path(&live.state.read()), ["b1", "r1", "h2"]);
+    live.fake.apply(node("h2", "r2", 4, true));
+    live.until("h2 sits in r2", |s| path(s) == ["b1", "r2", "h2"])
+        .await;
+    live.watches.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bind_posts_the_binding_and_a_refused_binding_frees_the_seat() {
+    let mut objects = two_racks();
+    objects.push(job("train", 2, 4));
+    objects.push(job_pod("train", 0, 4, None));
+    objects.push(job_pod("train", 1, 4, None));
+    let live = Live::start(with_objects(objects)).await;
+    let extender = live.extender();
+
+    let p0 = live.pod("train-0");
+    let seat0 = filter(&extender, &p0).unwrap();
+    assert_eq!(seat0.len(), 1, "{seat0:?}");
+    let bound = extender.bind_and_write(&binding_args(&p0, &seat0[0])).await;
+    assert_eq!(bound.error, "", "{bound:?}");
+    let bindings = live.fake.bindings();
+    assert_eq!(bindings.len(), 1);
+    assert_eq!(bindings[0]["metadata"]["name"], "train-0");
+    assert_eq!(bindings[0]["metadata"]["uid"], "uid-train-0");
+    assert_eq!(bindings[0]["target"]["kind"], "Node");
+    assert_eq!(bindings[0]["target"]["name"], seat0[0].as_str());
+    // Recorded at once (before the watch), then confirmed by the watch without counting twice.
+    assert_eq!(cpu(&extender.state().read(), &seat0[0]), 4000);
+    live.until("the watch shows train-0 bound", |s| {
+        s.pod("uid-train-0").is_some_and(|p| !p.assumed)
+    })
+    .await;
+    assert_eq!(cpu(&live.state.read(), &seat0[0]), 4000);
+
+    // The API server refuses the next Binding: the error says why, the seat is free again.
+    live.fake
+        .fail_bindings(1, 500, "InternalError", "etcdserver: request timed out");
+    let p1 = live.pod("train-1");
+    let seat1 = filter(&extender, &p1).unwrap();
+    assert_eq!(seat1.len(), 1);
+    assert_eq!(
+        rack_of(&live.state.read(), &seat0[0]),
+        rack_of(&live.state.read(), &seat1[0])
+    );
+    let refused = extender.bind_and_write(&binding_args(&p1, &seat1[0])).await;
+    assert!(
+        refused.error.contains("etcdserver: request timed out") && refused.error.contains("500"),
+        "{refused:?}"
+    );
+    assert_eq!(cpu(&live.state.read(), &seat1[0]), 0, "nothing recorded");
+    assert_eq!(extender.stats().binds_failed, 1);
+    assert_eq!(
+        extender.stats().seats_held,
+        1,
+        "the seat is open and still held"
+    );
+    // The scheduler retries: the same seat, and this time the Binding is written.
+    assert_eq!(filter(&extender, &p1).unwrap(), seat1);
+    let bound = extender.bind_and_write(&binding_args(&p1, &seat1[0])).await;
+    assert_eq!(bound.error, "", "{bound:?}");
+    assert_eq!(live.fake.bindings().len(), 2);
+    assert_eq!(extender.stats().seats_held, 0);
+
+    // A pod already bound by someone else: the API server's 409 comes back and nothing stays.
+    live.fake.apply(lone_pod("other", 1, "h3", "Running"));
+    live.until("other is bound", |s| s.pod("uid-other").is_some())
+        .await;
+    let mut other = live.pod("other");
+    other.spec.as_mut().unwrap().node_name = None;
+    let before = cpu(&live.state.read(), "h4");
+    assert!(filter(&extender, &other).is_ok());
+    let conflict = extender.bind_and_write(&binding_args(&other, "h4")).await;
+    assert!(conflict.error.contains("409"), "{conflict:?}");
+    assert_eq!(cpu(&live.state.read(), "h4"), before);
+
+    // A pod outside any group that does not fit the node is refused before any write.
+    live.fake.apply(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "big", "namespace": "default", "uid": "uid-big"},
+        "spec": {"containers": [{"name": "c", "image": "nginx",
+            "resources": {"requests": {"cpu": "9"}}}]},
+        "status": {"phase": "Pending"}
+    }));
+    let big = live.pod("big");
+    assert!(filter(&extender, &big).is_ok());
+    let writes = live.fake.bindings().len();
+    let too_big = extender.bind_and_write(&binding_args(&big, "h4")).await;
+    assert!(too_big.error.contains("no room"), "{too_big:?}");
+    assert_eq!(live.fake.bindings().len(), writes);
+    live.watches.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_in_the_middle_of_a_gang_places_the_rest_in_the_same_rack() {
+    // Pods 0 and 1 of a 4-pod gang run on h3 (rack r2). The rest (2 x 2 cpu) would fit best
+    // in r1 (8 cpu free against r2's 12), but must join their gang in r2.
+    let mut objects = two_racks();
+    objects.push(job("train", 4, 2));
+    objects.push(job_pod("train", 0, 2, Some("h3")));
+    objects.push(job_pod("train", 1, 2, Some("h3")));
+    objects.push(job_pod("train", 2, 2, None));
+    objects.push(job_pod("train", 3, 2, None));
+    let live = Live::start(with_objects(objects)).await;
+    let extender = live.extender();
+    for i in [2, 3] {
+        let pod = live.pod(&format!("train-{i}"));
+        let seat = filter(&extender, &pod).unwrap();
+        assert_eq!(seat.len(), 1);
+        assert_eq!(
+            rack_of(&live.state.read(), &seat[0]),
+            "r2",
+            "pod {i}: {seat:?}"
+        );
+        let bound = extender.bind_and_write(&binding_args(&pod, &seat[0])).await;
+        assert_eq!(bound.error, "");
+    }
+    // Without the gang's bound pods the plan would have gone to r1: the test can tell.
+    let fresh = FakeApiServer::new();
+    for o in two_racks() {
+        fresh.apply(o);
+    }
+    fresh.apply(job("train", 2, 2));
+    fresh.apply(lone_pod("a", 2, "h3", "Running"));
+    fresh.apply(lone_pod("b", 2, "h3", "Running"));
+    fresh.apply(job_pod("train", 0, 2, None));
+    let other = Live::start(fresh).await;
+    let seat = filter(&other.extender(), &other.pod("train-0")).unwrap();
+    assert_eq!(rack_of(&other.state.read(), &seat[0]), "r1");
+    live.watches.stop().await;
+    other.watches.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kind_missing_from_the_cluster_does_not_block_readiness() {
+    let fake = with_objects(two_racks().into_iter().filter(|o| o["kind"] != "Topology"));
+    fake.unserve("kueue.x-k8s.io", "v1beta2", "topologies");
+    let live = Live::start(fake).await;
+    let status = live.watches.status();
+    let topologies = status
+        .kinds()
+        .iter()
+        .find(|k| k.name == "topologies")
+        .unwrap();
+    assert!(!topologies.is_served() && !topologies.is_synced());
+    assert!(topologies.errors() >= 1);
+    let nodes = status.kinds().iter().find(|k| k.name == "nodes").unwrap();
+    assert!(nodes.is_synced());
+    assert_eq!(live.state.read().node_count(), 4);
+    // Installed later: picked up on the next retry.
+    live.fake
+        .serve_again("kueue.x-k8s.io", "v1beta2", "topologies");
+    live.fake.apply(kueue_objects().remove(0));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !(topologies.is_synced() && live.state.read().flavor("tas-flavor").is_some()) {
+        assert!(Instant::now() < deadline, "the Topology never arrived");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(topologies.is_served());
+    live.watches.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relist_after_410_gone_replaces_what_it_lists() {
+    let live = Live::start(with_objects(two_racks())).await;
+    let nodes = live
+        .watches
+        .status()
+        .kinds()
+        .iter()
+        .find(|k| k.name == "nodes")
+        .unwrap()
+        .clone();
+    assert_eq!(nodes.relists(), 1);
+    live.fake.compact();
+    live.fake.delete("v1", "Node", None, "h1");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while nodes.relists() < 2 {
+        assert!(Instant::now() < deadline, "no relist after 410 Gone");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    live.until("h1 is gone", |s| s.node_by_name("h1").is_none())
+        .await;
+    assert_eq!(live.state.read().node_count(), 3);
+    live.watches.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_webhook_sees_a_job_created_after_startup() {
+    let live = Live::start(with_objects(two_racks())).await;
+    let webhook = Webhook::new(live.state.clone(), FeatureGates::default());
+    // A TAS pod of a Job nobody has seen, without the webhook's stamps: refused.
+    let pod: Pod = serde_json::from_value(job_pod("late", 0, 1, None)).unwrap();
+    let Decision::Deny { code, message } = webhook.pod(&pod) else {
+        panic!("a pod of an unknown Job must be refused")
+    };
+    assert_eq!(code, 403);
+    assert!(
+        message.contains("not in kube-tas's cluster view"),
+        "{message}"
+    );
+    // The Job is created: the webhook knows its gang from the watch.
+    live.fake.apply(job("late", 3, 1));
+    live.until("the Job is watched", |s| s.job("default", "late").is_some())
+        .await;
+    let Decision::Allow { patch, .. } = webhook.pod(&pod) else {
+        panic!("the pod of a watched Job must be admitted")
+    };
+    let text = serde_json::to_string(&patch).unwrap();
+    assert!(
+        text.contains("pod-group-total-count") && text.contains("\"3\""),
+        "{text}"
+    );
+    live.watches.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_replicas_never_both_plan_across_a_leader_change() {
+    let mut objects = two_racks();
+    objects.push(job("train", 1, 1));
+    objects.push(job_pod("train", 0, 1, None));
+    let fake = with_objects(objects);
+    let live = Live::start(fake).await;
+    let lease = |identity: &str| ElectionConfig {
+        namespace: "default".into(),
+        lease_name: "kube-tas".into(),
+        identity: identity.into(),
+        lease_duration: Duration::from_secs(3),
+        renew_before: Duration::from_secs(1),
+    };
+    let a = Leadership::elected("replica-a");
+    let b = Leadership::elected("replica-b");
+    let (cancel_a, cancel_b) = (CancellationToken::new(), CancellationToken::new());
+    let task_a = tokio::spawn(leader::run(
+        live.fake.client(),
+        lease("replica-a"),
+        a.clone(),
+        cancel_a.clone(),
+    ));
+    let task_b = tokio::spawn(leader::run(
+        live.fake.client(),
+        lease("replica-b"),
+        b.clone(),
+        cancel_b.clone(),
+    ));
+    let ext_a = live.extender().with_leadership(a.clone());
+    let ext_b = live.extender().with_leadership(b.clone());
+
+    // Sample both for 6 s: never two leaders, and a leader most of the time.
+    let mut led = 0;
+    let mut samples = 0;
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(6) {
+        let (la, lb) = (a.is_leader(), b.is_leader());
+        assert!(!(la && lb), "both replicas lead at once");
+        led += usize::from(la || lb);
+        samples += 1;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        led * 2 > samples,
+        "a leader only {led} of {samples} samples"
+    );
+    let (leader, leader_cancel, follower, follower_ext) = if a.is_leader() {
+        (&a, &cancel_a, &b, &ext_b)
+    } else {
+        (&b, &cancel_b, &a, &ext_a)
+    };
+    assert!(leader.is_leader());
+    // The follower refuses to plan and names the leader.
+    let pod = live.pod("train-0");
+    let e = filter(follower_ext, &pod).unwrap_err();
+    assert!(
+        e.contains("not the leader") && e.contains(leader.identity()),
+        "{e}"
+    );
+    // The leader steps down (its process ends): the other takes over within the lease.
+    leader_cancel.cancel();
+    let handover = Instant::now();
+    while !follower.is_leader() {
+        assert!(!(leader.is_leader() && follower.is_leader()));
+        assert!(
+            handover.elapsed() < Duration::from_secs(10),
+            "no new leader after the old one released"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!leader.is_leader());
+    let new_ext = if follower.identity() == "replica-a" {
+        &ext_a
+    } else {
+        &ext_b
+    };
+    assert_eq!(filter(new_ext, &pod).unwrap().len(), 1);
+    cancel_a.cancel();
+    cancel_b.cancel();
+    let _ = task_a.await;
+    let _ = task_b.await;
+    live.watches.stop().await;
+}
