@@ -36,6 +36,17 @@ pub const DEFAULT_NAMESPACE: &str = "kube-tas-system";
 /// Runs live mode until SIGTERM/SIGINT.
 pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
     let client = source::client(config.kubeconfig.as_deref()).await?;
+    run_with(config, client, shutdown::signal(), |_| {}).await
+}
+
+/// Runs live mode over `client` until `stop` resolves; `started` sees the running server
+/// (its addresses) once both listeners are up.
+pub async fn run_with(
+    config: ServeConfig,
+    client: kube::Client,
+    stop: impl std::future::Future<Output = ()>,
+    started: impl FnOnce(&super::RunningServer),
+) -> anyhow::Result<()> {
     let state = SharedState::default();
     let watches = Watches::start(client.clone(), state.clone());
     let identity = config
@@ -57,6 +68,7 @@ pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
     .with_leadership(leadership.clone());
     let mut server = start(&config, extender.clone()).await?;
     server.metrics().set_watch_status(watches.status().clone());
+    started(&server);
 
     let cancel = CancellationToken::new();
     let mut tasks = tokio::task::JoinSet::new();
@@ -94,7 +106,7 @@ pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
     }
     let readiness = server.readiness().clone();
     let status = watches.status().clone();
-    let started = std::time::Instant::now();
+    let since = std::time::Instant::now();
     let ready_cancel = cancel.clone();
     tasks.spawn(async move {
         while !status.synced() {
@@ -105,13 +117,13 @@ pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
         }
         readiness.mark_ready();
         tracing::info!(
-            sync_ms = started.elapsed().as_secs_f64() * 1e3,
+            sync_ms = since.elapsed().as_secs_f64() * 1e3,
             "ready: every watched kind is listed"
         );
     });
 
     let outcome = tokio::select! {
-        () = shutdown::signal() => Ok(()),
+        () = stop => Ok(()),
         e = server.failed() => Err(e),
     };
     cancel.cancel();

@@ -1,0 +1,186 @@
+//! `kube-tas serve` in live mode end to end, against the in-process fake API server: not
+//! ready until every kind is listed, then the leader labels its own pod, answers the extender
+//! over HTTP, writes the Binding, exports the watch metrics, and takes its label off on the
+//! way out.
+
+mod common;
+#[path = "common/fake_apiserver.rs"]
+mod fake_apiserver;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use axum::http::StatusCode;
+use fake_apiserver::FakeApiServer;
+use kube_tas::server::{ServeConfig, live};
+use serde_json::{Value, json};
+use tokio::net::TcpStream;
+
+const RACK: &str = "cloud.provider.com/topology-rack";
+
+fn objects() -> Vec<Value> {
+    let mut v = vec![
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-tas-system"}}),
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "kube-tas-0", "namespace": "kube-tas-system", "uid": "self"},
+            "spec": {"containers": [{"name": "kube-tas", "image": "kube-tas"}]},
+            "status": {"phase": "Running"}}),
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology",
+            "metadata": {"name": "default"},
+            "spec": {"levels": [{"nodeLabel": "cloud.provider.com/topology-block"},
+                {"nodeLabel": RACK}, {"nodeLabel": "kubernetes.io/hostname"}]}}),
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+            "metadata": {"name": "tas-flavor"}, "spec": {"topologyName": "default"}}),
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+            "metadata": {"name": "cq"},
+            "spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name":
+                "tas-flavor", "resources": [{"name": "cpu", "nominalQuota": "100"}]}]}]}}),
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+            "metadata": {"name": "q", "namespace": "default"}, "spec": {"clusterQueue": "cq"}}),
+        json!({"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "train", "namespace": "default", "uid": "job-uid",
+                "labels": {"kueue.x-k8s.io/queue-name": "q"}},
+            "spec": {"parallelism": 2, "completions": 2, "completionMode": "Indexed",
+                "template": {"metadata": {"annotations":
+                    {"kueue.x-k8s.io/podset-required-topology": RACK}},
+                    "spec": {"containers": [{"name": "w", "image": "pause",
+                        "resources": {"requests": {"cpu": "2"}}}]}}}}),
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "train-0", "namespace": "default", "uid": "uid-train-0",
+                "annotations": {"batch.kubernetes.io/job-completion-index": "0",
+                    "kueue.x-k8s.io/podset-required-topology": RACK},
+                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "train",
+                    "uid": "job-uid", "controller": true}]},
+            "spec": {"containers": [{"name": "w", "image": "pause",
+                "resources": {"requests": {"cpu": "2"}}}]},
+            "status": {"phase": "Pending"}}),
+    ];
+    for (name, rack) in [("h1", "r1"), ("h2", "r1"), ("h3", "r2"), ("h4", "r2")] {
+        v.push(json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"cloud.provider.com/topology-block": "b1",
+                RACK: rack, "kubernetes.io/hostname": name}},
+            "status": {"allocatable": {"cpu": "4", "pods": "110"},
+                "conditions": [{"type": "Ready", "status": "True"}]}}));
+    }
+    v
+}
+
+async fn get(addr: SocketAddr, path: &str) -> (StatusCode, String) {
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (status, body) = common::http1(stream, "GET", path, "").await;
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+async fn post(addr: SocketAddr, path: &str, body: &Value) -> Value {
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (status, body) = common::http1(stream, "POST", path, &body.to_string()).await;
+    assert_eq!(status, StatusCode::OK);
+    serde_json::from_slice(&body).unwrap()
+}
+
+async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+fn leader_label(fake: &FakeApiServer) -> Option<String> {
+    fake.get("v1", "Pod", Some("kube-tas-system"), "kube-tas-0")
+        .and_then(|p| {
+            p["metadata"]["labels"]["kube-tas.io/leader"]
+                .as_str()
+                .map(str::to_string)
+        })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn serve_in_live_mode_gets_ready_leads_and_binds() {
+    let fake = FakeApiServer::new();
+    for o in objects() {
+        fake.apply(o);
+    }
+    // LeaderWorkerSet-style optional kinds aside, a missing Kueue kind must not block readiness.
+    fake.unserve("kueue.x-k8s.io", "v1beta2", "clusterqueues");
+    let config = ServeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        admin_listen: "127.0.0.1:0".parse().unwrap(),
+        leader_election_namespace: Some("kube-tas-system".into()),
+        pod_name: Some("kube-tas-0".into()),
+        lease_duration: Duration::from_secs(3),
+        shutdown_grace: Duration::from_secs(1),
+        ..ServeConfig::default()
+    };
+    let (addrs_tx, addrs_rx) = tokio::sync::oneshot::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(live::run_with(
+        config,
+        fake.client(),
+        async {
+            let _ = stop_rx.await;
+        },
+        move |s| {
+            let _ = addrs_tx.send((s.main_addr(), s.admin_addr()));
+        },
+    ));
+    let (main, admin) = addrs_rx.await.unwrap();
+
+    eventually("/readyz is 200", async || {
+        get(admin, "/readyz").await.0 == StatusCode::OK
+    })
+    .await;
+    eventually("the leader labels its pod", async || {
+        leader_label(&fake).as_deref() == Some("true")
+    })
+    .await;
+    let (_, metrics) = get(admin, "/metrics").await;
+    for line in [
+        "kube_tas_watch_synced{kind=\"nodes\"} 1",
+        "kube_tas_watch_served{kind=\"clusterqueues\"} 0",
+        "kube_tas_cluster_nodes 4",
+        "kube_tas_leader 1",
+    ] {
+        assert!(metrics.contains(line), "{line} missing from\n{metrics}");
+    }
+    assert!(metrics.contains("kube_tas_watch_errors_total{kind=\"clusterqueues\"}"));
+
+    // Without the ClusterQueue the Job cannot be admitted: the extender says why.
+    let pod = fake.get("v1", "Pod", Some("default"), "train-0").unwrap();
+    let args = json!({"Pod": pod, "NodeNames": ["h1", "h2", "h3", "h4"]});
+    let answer = post(main, "/scheduler/filter", &args).await;
+    let failed = answer["FailedAndUnresolvableNodes"].to_string();
+    assert!(failed.contains("ClusterQueue"), "{answer}");
+    // The ClusterQueue kind is installed: the pod is planned and bound.
+    fake.serve_again("kueue.x-k8s.io", "v1beta2", "clusterqueues");
+    fake.apply(
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+        "metadata": {"name": "cq"},
+        "spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name":
+            "tas-flavor", "resources": [{"name": "cpu", "nominalQuota": "100"}]}]}]}}),
+    );
+    let mut seat = Value::Null;
+    eventually("the pod is planned", async || {
+        seat = post(main, "/scheduler/filter", &args).await["NodeNames"].clone();
+        seat.as_array().is_some_and(|s| s.len() == 1)
+    })
+    .await;
+    let node = seat[0].as_str().unwrap().to_string();
+    let bound = post(
+        main,
+        "/scheduler/bind",
+        &json!({"PodName": "train-0", "PodNamespace": "default", "PodUID": "uid-train-0",
+            "Node": node}),
+    )
+    .await;
+    assert_eq!(bound["Error"].as_str().unwrap_or(""), "", "{bound}");
+    let bindings = fake.bindings();
+    assert_eq!(bindings.len(), 1);
+    assert_eq!(bindings[0]["target"]["name"], node.as_str());
+    let (_, metrics) = get(admin, "/metrics").await;
+    assert!(metrics.contains("kube_tas_pods_bound_total 1"), "{metrics}");
+
+    let _ = stop_tx.send(());
+    server.await.unwrap().unwrap();
+    assert_eq!(leader_label(&fake), None, "the label comes off on shutdown");
+}
