@@ -180,6 +180,31 @@ async fn serve_in_live_mode_gets_ready_leads_and_binds() {
     let (_, metrics) = get(admin, "/metrics").await;
     assert!(metrics.contains("kube_tas_pods_bound_total 1"), "{metrics}");
 
+    // The plan is recorded as an Event on the Job, where `kubectl describe job` shows it.
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(fake.client(), "default");
+    let mut planned = None;
+    eventually("a TopologyPlanned Event on the Job", async || {
+        let list = events.list(&Default::default()).await.unwrap();
+        planned = list
+            .items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("TopologyPlanned"));
+        planned.is_some()
+    })
+    .await;
+    let planned = planned.unwrap();
+    let regarding = planned.regarding.unwrap();
+    assert_eq!(regarding.kind.as_deref(), Some("Job"));
+    assert_eq!(regarding.name.as_deref(), Some("train"));
+    assert_eq!(regarding.uid.as_deref(), Some("job-uid"));
+    let note = planned.note.unwrap_or_default();
+    assert!(
+        note.contains("rack r") && note.contains("2 pod(s)"),
+        "{note}"
+    );
+    assert_eq!(planned.reporting_controller.as_deref(), Some("kube-tas"));
+
     let _ = stop_tx.send(());
     server.await.unwrap().unwrap();
     assert_eq!(leader_label(&fake), None, "the label comes off on shutdown");

@@ -32,7 +32,7 @@ pub use wire::{
 use crate::cluster::Cluster;
 use crate::cluster::live::Leadership;
 use crate::cluster::state::{ClusterState, FlavorTopology, SharedState};
-use crate::plans::{FilterVerdict, PlanBook, PlanCounters, PlanStats, Rejection};
+use crate::plans::{FilterVerdict, Notice, PlanBook, PlanCounters, PlanStats, Rejection};
 use crate::topology::FeatureGates;
 
 /// The extender service: the shared cluster state, and a [`PlanBook`] behind a lock
@@ -48,6 +48,7 @@ pub struct Extender {
     gates: FeatureGates,
     binder: Binder,
     leadership: Leadership,
+    notices: Option<tokio::sync::mpsc::Sender<Notice>>,
 }
 
 impl Extender {
@@ -61,6 +62,26 @@ impl Extender {
             book: Arc::new(Mutex::new(book)),
             binder: Binder::Record,
             leadership: Leadership::always(),
+            notices: None,
+        }
+    }
+
+    /// Sends what the plan book notices (plans made, groups that do not fit, plans expired,
+    /// Bindings refused) to `notices`, for Events; dropped when the channel is full.
+    pub fn with_notices(mut self, notices: tokio::sync::mpsc::Sender<Notice>) -> Self {
+        self.notices = Some(notices);
+        self
+    }
+
+    fn forward(&self, book: &mut PlanBook) {
+        let Some(tx) = &self.notices else {
+            book.take_notices();
+            return;
+        };
+        for n in book.take_notices() {
+            if tx.try_send(n).is_err() {
+                tracing::debug!("notice dropped: the Event queue is full");
+            }
         }
     }
 
@@ -176,6 +197,7 @@ impl Extender {
         }
         let mut book = self.lock();
         let verdict = book.filter(&self.state.read(), pod, names, Instant::now());
+        self.forward(&mut book);
         drop(book);
         let mut result = ExtenderFilterResult::default();
         let pass = match verdict {
@@ -273,6 +295,7 @@ impl Extender {
             &args.node,
             now,
         );
+        self.forward(&mut book);
         bind_result(outcome.map_err(|e| e.0))
     }
 
@@ -313,10 +336,12 @@ impl Extender {
         match written {
             Ok(()) => {
                 book.commit_bind(&mut self.state.write(), &ticket, Instant::now());
+                self.forward(&mut book);
                 bind_result(Ok(()))
             }
             Err(reason) => {
-                book.abort_bind(&ticket);
+                book.abort_bind(&ticket, &reason);
+                self.forward(&mut book);
                 tracing::warn!(
                     pod = %format_args!("{}/{}", ticket.namespace, ticket.name),
                     node = %ticket.node,

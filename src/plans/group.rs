@@ -1,7 +1,7 @@
 //! The facts about one pod that plans need, read from the pod object itself (as
 //! kube-scheduler sends it).
 
-use k8s_openapi::api::core::v1::{Pod, PodSpec};
+use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodSpec};
 
 use crate::cluster::group::GroupKey;
 use crate::cluster::{name_or_generate_name, namespace_or_default, pod_marks_tas, pod_requests};
@@ -25,6 +25,8 @@ pub struct PodFacts {
     pub requests: ResourceList,
     /// It names a queue or carries a `kueue.x-k8s.io/podset-*` annotation: a TAS candidate.
     pub tas_marked: bool,
+    /// What Events about its group are recorded on: its controller Job, else the pod itself.
+    pub owner: ObjectReference,
 }
 
 impl PodFacts {
@@ -61,6 +63,29 @@ impl PodFacts {
             })?),
         };
         let tas_marked = pod_marks_tas(meta);
+        let job_ref = meta
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|r| r.controller == Some(true) && r.kind == "Job");
+        let owner = match job_ref {
+            Some(r) => ObjectReference {
+                api_version: Some(r.api_version.clone()),
+                kind: Some(r.kind.clone()),
+                name: Some(r.name.clone()),
+                namespace: Some(namespace.clone()),
+                uid: Some(r.uid.clone()),
+                ..Default::default()
+            },
+            None => ObjectReference {
+                api_version: Some("v1".to_string()),
+                kind: Some("Pod".to_string()),
+                name: Some(name.clone()),
+                namespace: Some(namespace.clone()),
+                uid: meta.uid.clone().filter(|u| !u.is_empty()),
+                ..Default::default()
+            },
+        };
         Ok(Self {
             uid,
             namespace,
@@ -69,6 +94,7 @@ impl PodFacts {
             completion_index,
             requests,
             tas_marked,
+            owner,
         })
     }
 }

@@ -36,7 +36,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 
 use crate::cluster::admit::{Route, route};
 use crate::cluster::state::{ClusterState, FlavorTopology, NodeId, PodUsage};
@@ -57,6 +57,9 @@ pub use held::HeldCapacity;
 
 /// The name of the PodSet of a Job, a plain pod group or a single pod (as Kueue names it).
 pub const MAIN_POD_SET: &str = "main";
+
+/// Notices kept between two drains; more are dropped (Events are advice, never state).
+pub const MAX_NOTICES: usize = 1024;
 
 /// A plan's identity: the group and the PodSet in it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -158,6 +161,20 @@ pub enum FilterVerdict {
     Invalid(String),
 }
 
+/// Something a person watching the workload should hear about, recorded as a Kubernetes
+/// Event on the group's owner (its Job, or the pod) by whoever drains the book's notices.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Notice {
+    /// What the Event is about.
+    pub regarding: ObjectReference,
+    /// A warning (else normal).
+    pub warning: bool,
+    /// `TopologyPlanned`, `TopologyDoesNotFit`, `TopologyPlanExpired`, `BindingFailed`.
+    pub reason: &'static str,
+    /// What happened, for `kubectl describe`.
+    pub note: String,
+}
+
 /// Why a bind was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -226,6 +243,8 @@ struct Plan {
     seats: Vec<Seat>,
     by_uid: HashMap<String, usize>,
     touched: Instant,
+    /// Where Events about the plan go.
+    owner: ObjectReference,
 }
 
 impl Plan {
@@ -268,6 +287,7 @@ impl Plan {
 #[derive(Debug, Clone)]
 struct SeenPod {
     key: PlanKey,
+    owner: ObjectReference,
     requests: ResourceList,
     bound_to: Option<String>,
     binding: bool,
@@ -286,6 +306,7 @@ pub struct PlanBook {
     generation: u64,
     last_sweep: Option<Instant>,
     counters: Arc<PlanCounters>,
+    notices: Vec<Notice>,
 }
 
 impl PlanBook {
@@ -301,6 +322,7 @@ impl PlanBook {
             generation: 0,
             last_sweep: None,
             counters: Arc::default(),
+            notices: Vec::new(),
         }
     }
 
@@ -322,6 +344,28 @@ impl PlanBook {
     /// What plans hold on a node, by name.
     pub fn held_on(&self, state: &ClusterState, node: &str) -> Option<&ResourceList> {
         self.held.at(state.node_id(node)?)
+    }
+
+    /// The notices gathered since the last call (at most [`MAX_NOTICES`] are kept).
+    pub fn take_notices(&mut self) -> Vec<Notice> {
+        std::mem::take(&mut self.notices)
+    }
+
+    fn notice(
+        &mut self,
+        regarding: &ObjectReference,
+        warning: bool,
+        reason: &'static str,
+        note: String,
+    ) {
+        if self.notices.len() < MAX_NOTICES {
+            self.notices.push(Notice {
+                regarding: regarding.clone(),
+                warning,
+                reason,
+                note,
+            });
+        }
     }
 
     /// Drops every plan, seat and remembered failure (leadership lost: the next leader
@@ -380,6 +424,7 @@ impl PlanBook {
             .entry(facts.uid.clone())
             .or_insert_with(|| SeenPod {
                 key: key.clone(),
+                owner: facts.owner.clone(),
                 requests: facts.requests.clone(),
                 bound_to: None,
                 binding: false,
@@ -410,7 +455,9 @@ impl PlanBook {
                     };
                 }
                 Ok(Route::Group { flavor, spec }) => {
-                    if let Err(rejection) = self.make_plan(state, &key, &flavor, &spec, now, true) {
+                    if let Err(rejection) =
+                        self.make_plan(state, &key, &flavor, &spec, now, Some(&facts.owner))
+                    {
                         return FilterVerdict::Only {
                             pass: Vec::new(),
                             rejected: rejection,
@@ -437,7 +484,7 @@ impl PlanBook {
         else {
             return None;
         };
-        self.make_plan(state, &key, &flavor, &spec, now, false)
+        self.make_plan(state, &key, &flavor, &spec, now, None)
             .err()?;
         self.group_failure(&facts.group).map(str::to_string)
     }
@@ -613,7 +660,7 @@ impl PlanBook {
 
     /// The Binding failed: the seat is freed (open again, its capacity still held for the
     /// group) and the pod may be filtered and bound anew.
-    pub fn abort_bind(&mut self, ticket: &BindTicket) {
+    pub fn abort_bind(&mut self, ticket: &BindTicket, reason: &str) {
         if ticket.already_bound {
             return;
         }
@@ -622,6 +669,19 @@ impl PlanBook {
             return;
         };
         seen.binding = false;
+        let owner = seen.owner.clone();
+        self.notice(
+            &owner,
+            true,
+            "BindingFailed",
+            format!(
+                "pod {}/{} could not be bound to {}: {reason}; its seat is free again",
+                ticket.namespace, ticket.name, ticket.node
+            ),
+        );
+        let Some(seen) = self.pods.get(&ticket.uid) else {
+            return;
+        };
         let key = seen.key.clone();
         if let Some(plan) = self.plans.get_mut(&key)
             && let Some(s) = plan.by_uid.remove(&ticket.uid)
@@ -640,7 +700,8 @@ impl PlanBook {
         state.free_capacity(f, |id| self.held.at(id))
     }
 
-    /// Plans the PodSet, or says why it does not fit.
+    /// Plans the PodSet, or says why it does not fit; with an `owner` the plan is kept (and
+    /// noticed), without one it is only tried (a diagnosis).
     fn make_plan(
         &mut self,
         state: &ClusterState,
@@ -648,7 +709,7 @@ impl PlanBook {
         flavor_name: &str,
         spec: &PodSetSpec,
         now: Instant,
-        keep: bool,
+        owner: Option<&ObjectReference>,
     ) -> Result<(), Rejection> {
         let generations = (state.capacity_generation(), self.generation);
         if let Some(f) = self.failures.get(key)
@@ -715,9 +776,9 @@ impl PlanBook {
             fits = outcome.is_ok(),
             "group planned"
         );
-        match outcome {
-            Ok(_) if !keep => Ok(()),
-            Ok(placement) => {
+        match (outcome, owner) {
+            (Ok(_), None) => Ok(()),
+            (Ok(placement), Some(owner)) => {
                 let mut plan = Plan {
                     flavor: flavor.clone(),
                     requests: spec.requests.clone(),
@@ -725,6 +786,7 @@ impl PlanBook {
                     seats: Vec::with_capacity(request.count as usize),
                     by_uid: HashMap::new(),
                     touched: now,
+                    owner: owner.clone(),
                 };
                 for &(leaf, count) in &placement.workers.domains {
                     for _ in 0..count {
@@ -736,12 +798,18 @@ impl PlanBook {
                         });
                     }
                 }
+                let note = format!(
+                    "planned {} pod(s) of {key} in {} (ResourceFlavor {flavor_name})",
+                    plan.seats.len(),
+                    describe_plan(&plan)
+                );
                 self.plans.insert(key.clone(), plan);
                 self.failures.remove(key);
                 PlanCounters::bump(&self.counters.plans_made);
+                self.notice(owner, false, "TopologyPlanned", note);
                 Ok(())
             }
-            Err(not_fit) => {
+            (Err(not_fit), owner) => {
                 // Would it fit on an empty cluster? Then freeing capacity (preemption) may
                 // help; otherwise it never will.
                 let allocatable = state.allocatable(&flavor);
@@ -766,6 +834,14 @@ impl PlanBook {
                     unresolvable: !fits_empty,
                 };
                 PlanCounters::bump(&self.counters.groups_not_fit);
+                if let Some(owner) = owner {
+                    self.notice(
+                        owner,
+                        true,
+                        "TopologyDoesNotFit",
+                        rejection.reason.to_string(),
+                    );
+                }
                 self.failures.insert(
                     key.clone(),
                     Failure {
@@ -971,6 +1047,21 @@ impl PlanBook {
             PlanCounters::bump(&self.counters.plans_expired);
             self.generation += 1;
             tracing::info!(group = %key, "plan expired: its pods did not come");
+            let open = plan
+                .seats
+                .iter()
+                .filter(|s| s.holder == Holder::Open)
+                .count();
+            self.notice(
+                &plan.owner,
+                true,
+                "TopologyPlanExpired",
+                format!(
+                    "the plan for {key} expired after {}s without its pods: {open} seat(s) never \
+                     taken were given back; the group is planned anew when its pods come",
+                    ttl.as_secs()
+                ),
+            );
         }
         // A pod waiting with a seat in a live plan (kube-scheduler may hold it in Permit while
         // the rest of its gang arrives) must still be able to bind.
@@ -1017,6 +1108,20 @@ fn seat_nodes<'a>(plan: &'a Plan, seat: &'a Seat) -> Vec<&'a str> {
         .iter()
         .map(|&m| tree.nodes[m].name.as_str())
         .collect()
+}
+
+/// Where a plan sits: `rack r3` when every seat shares one domain at the requested level,
+/// else the number of lowest-level domains it spans.
+fn describe_plan(plan: &Plan) -> String {
+    match (plan.domain(), plan.seats.first()) {
+        (Some(_), Some(seat)) => describe_seat(plan, seat),
+        _ => {
+            let mut leaves: Vec<DomainIdx> = plan.seats.iter().map(|s| s.leaf).collect();
+            leaves.sort_unstable();
+            leaves.dedup();
+            format!("{} domain(s)", leaves.len())
+        }
+    }
 }
 
 /// `rack r3` / `host n7`: the seat's domain at the plan's level (or its own leaf) by the

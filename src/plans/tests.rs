@@ -1199,3 +1199,50 @@ fn a_hold_on_a_rack_seat_is_kept_from_a_plan_on_another_flavor_over_the_same_nod
 }
 
 const PODS_KEY: &str = crate::topology::resources::PODS;
+
+#[test]
+fn notices_say_what_happened_to_a_group_once() {
+    // One rack of 8 cpu: `fits` (4 x 1 cpu) is planned, `huge` (16 x 1 cpu) never fits.
+    let yaml = base_yaml(1) + &job_yaml("fits", 4, 1, RACK) + &job_yaml("huge", 16, 1, RACK);
+    let mut b = TestBook::new(load(&yaml), TTL);
+    let t0 = Instant::now();
+    seat_of(&mut b, &job_pod("fits", 0, 1), t0);
+    let notices = b.book.take_notices();
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert_eq!(notices[0].reason, "TopologyPlanned");
+    assert!(!notices[0].warning);
+    assert_eq!(notices[0].regarding.kind.as_deref(), Some("Job"));
+    assert_eq!(notices[0].regarding.uid.as_deref(), Some("job-uid-fits"));
+    assert!(
+        notices[0]
+            .note
+            .contains("4 pod(s) of Job default/fits in rack r1"),
+        "{notices:?}"
+    );
+    // Another seat of the same plan: nothing new to say.
+    seat_of(&mut b, &job_pod("fits", 1, 1), t0);
+    assert!(b.book.take_notices().is_empty());
+    // A group that does not fit is said once, not on every retry.
+    let names = all_nodes(&b);
+    let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
+    for _ in 0..3 {
+        let _ = b.filter(&job_pod("huge", 0, 1), &candidates, t0);
+    }
+    let notices = b.book.take_notices();
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert_eq!(notices[0].reason, "TopologyDoesNotFit");
+    assert!(
+        notices[0].warning && notices[0].note.contains("16 pods"),
+        "{notices:?}"
+    );
+    // The first plan's pods stop coming: it expires, and says how many seats it gave back.
+    let later = t0 + TTL + Duration::from_secs(1);
+    let _ = b.filter(&lone_pod("web", 1), &candidates, later);
+    let notices = b.book.take_notices();
+    let expired: Vec<&Notice> = notices
+        .iter()
+        .filter(|n| n.reason == "TopologyPlanExpired")
+        .collect();
+    assert_eq!(expired.len(), 1, "{notices:?}");
+    assert!(expired[0].note.contains("2 seat(s)"), "{notices:?}");
+}

@@ -66,12 +66,20 @@ pub async fn run_with(
     )
     .with_binder(Binder::Api(client.clone()))
     .with_leadership(leadership.clone());
+    let (notices, notice_rx) = source::events::channel();
+    let extender = extender.with_notices(notices);
     let mut server = start(&config, extender.clone()).await?;
     server.metrics().set_watch_status(watches.status().clone());
     started(&server);
 
     let cancel = CancellationToken::new();
     let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(source::events::publish(
+        client.clone(),
+        identity.clone(),
+        notice_rx,
+        cancel.clone(),
+    ));
     if config.leader_elect {
         let namespace = config
             .leader_election_namespace

@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 use super::kueue::{ClusterQueue, LocalQueue, ResourceFlavor, Topology};
 use super::state::SharedState;
 
+pub mod events;
 pub mod kinds;
 pub mod leader;
 pub mod resources;
