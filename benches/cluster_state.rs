@@ -1,0 +1,224 @@
+//! What the watch path costs the cluster state (performance.md G7): an incremental node update
+//! (allocatable only: no tree rebuild), a pod event (a bound pod's usage recorded, then given
+//! back), the same pod event from the API object (requests parsed), and a full tree rebuild
+//! after a topology-relevant node change, at 15,000 nodes (15 blocks × 25 racks × 40 hosts).
+//!
+//! ```text
+//! cargo bench --bench cluster_state
+//! ```
+//!
+//! Criterion reports the mean per operation; before it runs, each operation is also timed one
+//! by one (100,000 times, 200 for the rebuild) and its p50 / p99 / p99.9 printed, since the
+//! goal is stated as a p99.
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use k8s_openapi::api::core::v1::Pod;
+
+use kube_tas::cluster::group::GroupKey;
+use kube_tas::cluster::live::WatchedKind;
+use kube_tas::cluster::state::ClusterState;
+use kube_tas::cluster::{BoundPod, ResourceFlavor, Topology, WorkloadKind};
+use kube_tas::topology::NodeInfo;
+
+const BLOCK: &str = "cloud.provider.com/topology-block";
+const RACK: &str = "cloud.provider.com/topology-rack";
+const HOST: &str = "kubernetes.io/hostname";
+
+const BLOCKS: usize = 15;
+const RACKS: usize = 25;
+const HOSTS: usize = 40;
+
+fn node(b: usize, r: usize, h: usize, cpu: i64) -> NodeInfo {
+    let name = format!("n-{b}-{r}-{h}");
+    NodeInfo {
+        labels: [
+            (BLOCK.to_string(), format!("b{b}")),
+            (RACK.to_string(), format!("b{b}-r{r}")),
+            (HOST.to_string(), name.clone()),
+        ]
+        .into(),
+        allocatable: [
+            ("cpu".to_string(), cpu * 1000),
+            ("memory".to_string(), 256 << 30),
+            ("pods".to_string(), 110),
+        ]
+        .into(),
+        ready: true,
+        name,
+        ..Default::default()
+    }
+}
+
+fn cluster() -> (ClusterState, Vec<NodeInfo>) {
+    let mut state = ClusterState::new();
+    let mut nodes = Vec::with_capacity(BLOCKS * RACKS * HOSTS);
+    for b in 0..BLOCKS {
+        for r in 0..RACKS {
+            for h in 0..HOSTS {
+                let n = node(b, r, h, 64);
+                state.apply_node(n.clone());
+                nodes.push(n);
+            }
+        }
+    }
+    let topology: Topology = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "t"},
+        "spec": {"levels": [{"nodeLabel": BLOCK}, {"nodeLabel": RACK}, {"nodeLabel": HOST}]}
+    }))
+    .expect("topology");
+    let flavor: ResourceFlavor = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "f"}, "spec": {"topologyName": "t"}
+    }))
+    .expect("flavor");
+    state.apply_topology("t", topology);
+    state.apply_resource_flavor("f", flavor);
+    assert_eq!(
+        state.flavor("f").expect("tree").tree.nodes.len(),
+        nodes.len()
+    );
+    (state, nodes)
+}
+
+fn bound_pod(i: usize, node: &str) -> BoundPod {
+    BoundPod {
+        namespace: "default".into(),
+        name: format!("p-{i}"),
+        uid: Some(format!("uid-{i}")),
+        node_name: node.into(),
+        requests: [("cpu".to_string(), 1000), ("memory".to_string(), 1 << 30)].into(),
+        tas: true,
+        owner_job: Some("train".into()),
+        group: GroupKey {
+            kind: WorkloadKind::Job,
+            namespace: "default".into(),
+            name: "train".into(),
+        },
+        labels: BTreeMap::new(),
+        annotations: BTreeMap::new(),
+    }
+}
+
+/// A bound Running pod of a Job as the API server sends it (managedFields aside).
+fn pod_object(node: &str) -> Pod {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "train-7-abcde", "namespace": "default", "uid": "uid-obj",
+            "labels": {"batch.kubernetes.io/job-completion-index": "7", "job-name": "train"},
+            "annotations": {"batch.kubernetes.io/job-completion-index": "7",
+                "kueue.x-k8s.io/podset-required-topology": RACK},
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "train",
+                "uid": "job-uid", "controller": true}]},
+        "spec": {"nodeName": node, "containers": [{"name": "w", "image": "pause",
+            "resources": {"requests": {"cpu": "1", "memory": "1Gi"},
+                "limits": {"cpu": "1", "memory": "1Gi"}}}]},
+        "status": {"phase": "Running"}
+    }))
+    .expect("pod")
+}
+
+fn percentiles(what: &str, mut samples: Vec<Duration>) {
+    samples.sort_unstable();
+    let at = |q: f64| samples[((samples.len() as f64 - 1.0) * q) as usize];
+    println!(
+        "{what:<32} n={:<7} p50 {:>9.3?}  p99 {:>9.3?}  p99.9 {:>9.3?}  max {:>9.3?}",
+        samples.len(),
+        at(0.5),
+        at(0.99),
+        at(0.999),
+        samples[samples.len() - 1]
+    );
+}
+
+fn one_by_one(state: &mut ClusterState, nodes: &[NodeInfo]) {
+    let n = nodes.len();
+    let mut node_updates = Vec::with_capacity(100_000);
+    for i in 0..100_000 {
+        let mut up = nodes[(i * 7919) % n].clone();
+        up.allocatable.insert("cpu".into(), 64_000 + (i % 2) as i64);
+        let t = Instant::now();
+        state.apply_node(up);
+        node_updates.push(t.elapsed());
+    }
+    percentiles("node update (capacity only)", node_updates);
+    let mut pod_events = Vec::with_capacity(200_000);
+    for i in 0..100_000 {
+        let pod = bound_pod(i, &nodes[(i * 104_729) % n].name);
+        let uid = pod.uid.clone().unwrap_or_default();
+        let t = Instant::now();
+        state.apply_bound_pod(&pod);
+        pod_events.push(t.elapsed());
+        let t = Instant::now();
+        state.remove_pod(&uid);
+        pod_events.push(t.elapsed());
+    }
+    percentiles("pod event (record / give back)", pod_events);
+    let mut watched = Vec::with_capacity(100_000);
+    for i in 0..100_000 {
+        let pod = pod_object(&nodes[(i * 104_729) % n].name);
+        let t = Instant::now();
+        <Pod as WatchedKind>::apply(state, &pod);
+        watched.push(t.elapsed());
+    }
+    percentiles("pod watch event (from the object)", watched);
+    let mut rebuilds = Vec::with_capacity(200);
+    for i in 0..200 {
+        let b = i % BLOCKS;
+        let mut moved = nodes[b * RACKS * HOSTS].clone();
+        moved
+            .labels
+            .insert(RACK.into(), format!("b{b}-r{}", (i / BLOCKS) % RACKS));
+        let t = Instant::now();
+        state.apply_node(moved);
+        let tree = state.flavor("f");
+        rebuilds.push(t.elapsed());
+        assert!(tree.is_some());
+    }
+    percentiles("tree rebuild, 15k nodes", rebuilds);
+}
+
+fn bench(c: &mut Criterion) {
+    let (mut state, nodes) = cluster();
+    one_by_one(&mut state, &nodes);
+    let n = nodes.len();
+    let mut group = c.benchmark_group("cluster_state");
+    let mut i = 0usize;
+    group.bench_function("node_update_capacity_only", |b| {
+        b.iter(|| {
+            i += 1;
+            let mut up = nodes[(i * 7919) % n].clone();
+            up.allocatable.insert("cpu".into(), 64_000 + (i % 2) as i64);
+            black_box(state.apply_node(up))
+        })
+    });
+    group.bench_function("pod_record_and_give_back", |b| {
+        b.iter(|| {
+            i += 1;
+            let pod = bound_pod(i, &nodes[(i * 104_729) % n].name);
+            state.apply_bound_pod(&pod);
+            black_box(state.remove_pod(pod.uid.as_deref().unwrap_or_default()))
+        })
+    });
+    let pod = pod_object(&nodes[n / 2].name);
+    group.bench_function("pod_watch_event_from_object", |b| {
+        b.iter(|| <Pod as WatchedKind>::apply(&mut state, black_box(&pod)))
+    });
+    group.sample_size(20);
+    group.bench_function("tree_rebuild_15k_nodes", |b| {
+        b.iter(|| {
+            i += 1;
+            let mut moved = nodes[0].clone();
+            moved
+                .labels
+                .insert(RACK.into(), format!("b0-r{}", i % RACKS));
+            state.apply_node(moved);
+            black_box(state.flavor("f"))
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
