@@ -92,8 +92,8 @@ pub struct FlavorTopology {
 pub struct ClusterState {
     node_ids: HashMap<String, NodeId>,
     names: Vec<String>,
-    /// By id; `None` for a name whose node is deleted.
-    nodes: Vec<Option<NodeInfo>>,
+    /// By id; `None` for a name whose node is deleted. Shared with the trees built from them.
+    nodes: Vec<Option<Arc<NodeInfo>>>,
     /// By id: requests of the pods holding capacity there, plus their `pods` slots.
     used: Vec<ResourceList>,
     live_nodes: usize,
@@ -161,7 +161,7 @@ impl ClusterState {
         let id = self.intern(&node.name) as usize;
         let change = match &self.nodes[id] {
             None => NodeChange::Added,
-            Some(old) if old == &node => NodeChange::Unchanged,
+            Some(old) if **old == node => NodeChange::Unchanged,
             Some(old)
                 if old.labels == node.labels
                     && old.taints == node.taints
@@ -186,7 +186,7 @@ impl ClusterState {
             }
             NodeChange::Capacity => self.capacity_generation += 1,
         }
-        self.nodes[id] = Some(node);
+        self.nodes[id] = Some(Arc::new(node));
         change
     }
 
@@ -227,7 +227,7 @@ impl ClusterState {
 
     /// A node that exists now.
     pub fn node(&self, id: NodeId) -> Option<&NodeInfo> {
-        self.nodes.get(id as usize).and_then(Option::as_ref)
+        self.nodes.get(id as usize).and_then(|n| n.as_deref())
     }
 
     /// A node that exists now, by name.
@@ -240,7 +240,7 @@ impl ClusterState {
         self.nodes
             .iter()
             .enumerate()
-            .filter_map(|(i, n)| n.as_ref().map(|n| (i as NodeId, n)))
+            .filter_map(|(i, n)| n.as_deref().map(|n| (i as NodeId, n)))
     }
 
     fn live_node_names(&self) -> impl Iterator<Item = &str> {
@@ -576,7 +576,7 @@ impl ClusterState {
             &topology_name,
             &levels,
             &rf.spec.node_labels,
-            self.nodes.iter().flatten(),
+            self.nodes.iter().flatten().cloned(),
         );
         let member_ids = tree.nodes.iter().map(|n| self.node_ids[&n.name]).collect();
         tracing::debug!(

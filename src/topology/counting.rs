@@ -162,7 +162,7 @@ mod tests {
 
     #[test]
     fn count_in_takes_the_smallest_and_names_the_first_limiting_resource() {
-        let tree = TopologyTree::build("t", &[], &BTreeMap::new(), &[]);
+        let tree = TopologyTree::build("t", &[], &BTreeMap::new(), std::iter::empty());
         let req = DenseRequest {
             items: vec![(Some(0), 2, "cpu".into()), (Some(1), 1, "pods".into())],
         };

@@ -120,7 +120,12 @@ pub fn place(
     gates: &FeatureGates,
 ) -> Result<BTreeMap<String, i64>, String> {
     let levels: Vec<String> = levels.iter().map(|s| s.to_string()).collect();
-    let tree = TopologyTree::build("default", &levels, &BTreeMap::new(), nodes);
+    let tree = TopologyTree::build(
+        "default",
+        &levels,
+        &BTreeMap::new(),
+        nodes.iter().cloned().map(std::sync::Arc::new),
+    );
     let free = FreeCapacity::empty(&tree);
     let ctx = PlacementContext {
         tree: &tree,

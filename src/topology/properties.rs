@@ -249,7 +249,12 @@ impl Outcome {
 /// Builds the tree from `nodes`, takes the cluster's usage and places the request.
 fn run_with_nodes(cluster: &Cluster, nodes: &[NodeInfo], req: &Request) -> Outcome {
     let levels: Vec<String> = LEVELS.iter().map(|s| s.to_string()).collect();
-    let tree = TopologyTree::build("default", &levels, &BTreeMap::new(), nodes);
+    let tree = TopologyTree::build(
+        "default",
+        &levels,
+        &BTreeMap::new(),
+        nodes.iter().cloned().map(std::sync::Arc::new),
+    );
     let used = usage(cluster);
     let free = FreeCapacity::with_pod_usage(&tree, used.iter().map(|(n, r)| (n.as_str(), r)));
     let gates = req.gates();

@@ -7,6 +7,7 @@
 //! otherwise a leaf pools every node with the same full label path.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use super::node::NodeInfo;
 use crate::keys::HOSTNAME_LABEL;
@@ -56,8 +57,9 @@ pub struct TopologyTree {
     pub by_level: Vec<Vec<DomainIdx>>,
     /// Resource names present on any member node, sorted: the dense resource axis.
     pub resources: Vec<String>,
-    /// Member nodes (ready, schedulable, matching the flavor, carrying every level label).
-    pub nodes: Vec<NodeInfo>,
+    /// Member nodes (ready, schedulable, matching the flavor, carrying every level label),
+    /// shared with whoever holds the nodes (no copy per tree).
+    pub nodes: Vec<Arc<NodeInfo>>,
     node_leaf: HashMap<String, DomainIdx>,
     resource_ids: HashMap<String, usize>,
 }
@@ -65,14 +67,14 @@ pub struct TopologyTree {
 impl TopologyTree {
     /// Builds the tree from the nodes that belong to the flavor: Ready, schedulable, carrying
     /// every `flavor_node_labels` entry and every level label.
-    pub fn build<'n>(
+    pub fn build(
         topology_name: &str,
         levels: &[String],
         flavor_node_labels: &BTreeMap<String, String>,
-        nodes: impl IntoIterator<Item = &'n NodeInfo>,
+        nodes: impl IntoIterator<Item = Arc<NodeInfo>>,
     ) -> Self {
         let hostname_lowest = levels.last().is_some_and(|l| l == HOSTNAME_LABEL);
-        let members: Vec<&NodeInfo> = nodes
+        let members: Vec<Arc<NodeInfo>> = nodes
             .into_iter()
             .filter(|n| n.schedulable_and_ready())
             .filter(|n| {
@@ -93,88 +95,123 @@ impl TopologyTree {
             .map(|(i, r)| (r.clone(), i))
             .collect();
 
-        // Leaves first: key → (path, node indexes).
-        let mut leaf_keys: HashMap<Vec<String>, usize> = HashMap::new();
-        let mut leaves: Vec<(Vec<String>, Vec<usize>)> = Vec::new();
-        let mut member_nodes = Vec::with_capacity(members.len());
-        for node in members {
-            let path: Vec<String> = levels.iter().map(|l| node.labels[l].clone()).collect();
-            let key = if hostname_lowest {
-                vec![path.last().cloned().unwrap_or_default()]
-            } else {
-                path.clone()
-            };
-            let node_idx = member_nodes.len();
-            member_nodes.push(node.clone());
-            match leaf_keys.get(&key) {
-                Some(&i) => leaves[i].1.push(node_idx),
-                None => {
-                    leaf_keys.insert(key, leaves.len());
-                    leaves.push((path, vec![node_idx]));
-                }
-            }
-        }
-
-        // Every prefix of every leaf path is a domain; collect and sort per level.
         let depth = levels.len();
-        let mut per_level: Vec<BTreeMap<Vec<String>, Vec<usize>>> = vec![BTreeMap::new(); depth];
-        for (path, nodes) in &leaves {
-            for lvl in 0..depth.saturating_sub(1) {
-                if !per_level[lvl].contains_key(&path[..=lvl]) {
-                    per_level[lvl].insert(path[..=lvl].to_vec(), Vec::new());
-                }
-            }
-            if depth > 0 {
-                per_level[depth - 1].insert(path.clone(), nodes.clone());
+        // Each level's distinct values, sorted: a value's rank stands for it, so label paths
+        // compare as rank tuples (the same order as comparing the strings) without allocating.
+        let ranks: Vec<HashMap<&str, u32>> = levels
+            .iter()
+            .map(|l| {
+                let mut values: Vec<&str> = members.iter().map(|n| n.labels[l].as_str()).collect();
+                values.sort_unstable();
+                values.dedup();
+                values
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, v)| (v, i as u32))
+                    .collect()
+            })
+            .collect();
+        let mut paths: Vec<u32> = Vec::with_capacity(members.len() * depth);
+        for n in &members {
+            for (l, r) in levels.iter().zip(&ranks) {
+                paths.push(r[n.labels[l].as_str()]);
             }
         }
-        let mut domains = Vec::new();
+        let path = |m: usize| &paths[m * depth..(m + 1) * depth];
+
+        // Leaves: nodes sharing a hostname (hostname-lowest) or a full path (otherwise) pool
+        // into one; the first node gives the path.
+        let mut leaf_of_key: HashMap<&[u32], usize> = HashMap::with_capacity(members.len());
+        let mut leaves: Vec<(usize, Vec<usize>)> = Vec::new();
+        if depth > 0 {
+            for m in 0..members.len() {
+                let p = path(m);
+                let key = if hostname_lowest { &p[depth - 1..] } else { p };
+                match leaf_of_key.get(key) {
+                    Some(&i) => leaves[i].1.push(m),
+                    None => {
+                        leaf_of_key.insert(key, leaves.len());
+                        leaves.push((m, vec![m]));
+                    }
+                }
+            }
+        }
+        leaves.sort_unstable_by(|a, b| path(a.0).cmp(path(b.0)));
+
+        // Every prefix of a leaf's path is a domain: walking the sorted leaves, a level starts
+        // a new domain whenever its value or a level above it changes.
+        struct Draft {
+            first: usize,
+            parent: Option<usize>,
+            nodes: Vec<usize>,
+        }
+        let mut per_level: Vec<Vec<Draft>> = (0..depth).map(|_| Vec::new()).collect();
+        let mut previous: Option<&[u32]> = None;
+        for (first, nodes) in leaves {
+            let p = path(first);
+            let mut changed = false;
+            for lvl in 0..depth {
+                changed = changed || previous.is_none_or(|q| q[lvl] != p[lvl]);
+                if changed {
+                    let parent = lvl.checked_sub(1).map(|up| per_level[up].len() - 1);
+                    per_level[lvl].push(Draft {
+                        first,
+                        parent,
+                        nodes: Vec::new(),
+                    });
+                }
+            }
+            if let Some(leaf) = per_level.last_mut().and_then(|l| l.last_mut()) {
+                leaf.nodes = nodes;
+            }
+            previous = Some(p);
+        }
+        let mut offsets = Vec::with_capacity(depth);
+        let mut total = 0;
+        for level in &per_level {
+            offsets.push(total);
+            total += level.len();
+        }
+        let mut domains: Vec<Domain> = Vec::with_capacity(total);
         let mut by_level = Vec::with_capacity(depth);
-        let mut index: HashMap<Vec<String>, DomainIdx> = HashMap::new();
         for (lvl, level_domains) in per_level.into_iter().enumerate() {
             let mut ids = Vec::with_capacity(level_domains.len());
-            for (rank, (values, nodes)) in level_domains.into_iter().enumerate() {
-                let parent = if lvl > 0 {
-                    index.get(&values[..lvl]).copied()
-                } else {
-                    None
-                };
+            for (rank, draft) in level_domains.into_iter().enumerate() {
                 let idx = domains.len();
+                let parent = draft.parent.map(|p| offsets[lvl - 1] + p);
+                if let Some(p) = parent {
+                    domains[p].children.push(idx);
+                }
                 let mut capacity = vec![0i64; resources.len()];
-                for &n in &nodes {
-                    for (name, value) in &member_nodes[n].allocatable {
+                for &n in &draft.nodes {
+                    for (name, value) in &members[n].allocatable {
                         let slot = &mut capacity[resource_ids[name]];
                         *slot = slot.saturating_add(*value);
                     }
                 }
-                if let Some(p) = parent {
-                    let parent_domain: &mut Domain = &mut domains[p];
-                    parent_domain.children.push(idx);
-                }
-                if lvl + 1 < depth {
-                    index.insert(values.clone(), idx);
-                }
+                let labels = &members[draft.first].labels;
                 domains.push(Domain {
                     level: lvl,
-                    values,
+                    values: levels[..=lvl].iter().map(|l| labels[l].clone()).collect(),
                     parent,
                     children: Vec::new(),
                     rank,
-                    nodes,
+                    nodes: draft.nodes,
                     capacity,
                 });
                 ids.push(idx);
             }
             by_level.push(ids);
         }
-        let mut node_leaf = HashMap::new();
+        let mut node_leaf = HashMap::with_capacity(members.len());
         if let Some(leaf_ids) = by_level.last() {
             for &leaf in leaf_ids {
                 for &n in &domains[leaf].nodes {
-                    node_leaf.insert(member_nodes[n].name.clone(), leaf);
+                    node_leaf.insert(members[n].name.clone(), leaf);
                 }
             }
         }
+        let member_nodes = members;
         Self {
             topology_name: topology_name.to_string(),
             levels: levels.to_vec(),
@@ -252,6 +289,6 @@ impl TopologyTree {
 
     /// The first node of a leaf: the one whose labels and taints the node filters read.
     pub fn leaf_node(&self, leaf: DomainIdx) -> Option<&NodeInfo> {
-        self.domains[leaf].nodes.first().map(|&n| &self.nodes[n])
+        self.domains[leaf].nodes.first().map(|&n| &*self.nodes[n])
     }
 }
