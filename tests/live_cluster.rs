@@ -543,6 +543,14 @@ async fn two_replicas_never_both_plan_across_a_leader_change() {
     ));
     let ext_a = live.extender().with_leadership(a.clone());
     let ext_b = live.extender().with_leadership(b.clone());
+    let followers = CancellationToken::new();
+    for ext in [&ext_a, &ext_b] {
+        let (ext, cancel) = (ext.clone(), followers.clone());
+        tokio::spawn(async move {
+            ext.drop_plans_when_not_leading(cancel, |_| async {}).await;
+        });
+    }
+    let both_hold = || ext_a.stats().seats_held > 0 && ext_b.stats().seats_held > 0;
 
     // Sample both for 6 s: never two leaders, and a leader most of the time.
     let mut led = 0;
@@ -572,11 +580,21 @@ async fn two_replicas_never_both_plan_across_a_leader_change() {
         e.contains("not the leader") && e.contains(leader.identity()),
         "{e}"
     );
+    // The leader plans the gang: its seat is held by the leader only.
+    let leader_ext = if leader.identity() == "replica-a" {
+        &ext_a
+    } else {
+        &ext_b
+    };
+    assert_eq!(filter(leader_ext, &pod).unwrap().len(), 1);
+    assert_eq!(leader_ext.stats().seats_held, 1);
+    assert_eq!(follower_ext.stats().seats_held, 0);
     // The leader steps down (its process ends): the other takes over within the lease.
     leader_cancel.cancel();
     let handover = Instant::now();
     while !follower.is_leader() {
         assert!(!(leader.is_leader() && follower.is_leader()));
+        assert!(!both_hold(), "two replicas hold plans at once");
         assert!(
             handover.elapsed() < Duration::from_secs(10),
             "no new leader after the old one released"
@@ -584,14 +602,21 @@ async fn two_replicas_never_both_plan_across_a_leader_change() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(!leader.is_leader());
-    let new_ext = if follower.identity() == "replica-a" {
-        &ext_a
-    } else {
-        &ext_b
-    };
-    assert_eq!(filter(new_ext, &pod).unwrap().len(), 1);
+    // The old leader dropped its plans on stepping down; the new one plans afresh.
+    let dropped = Instant::now();
+    while leader_ext.stats().seats_held > 0 {
+        assert!(
+            dropped.elapsed() < Duration::from_secs(5),
+            "the old leader kept its plans"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(filter(follower_ext, &pod).unwrap().len(), 1);
+    assert_eq!(follower_ext.stats().seats_held, 1);
+    assert!(!both_hold());
     cancel_a.cancel();
     cancel_b.cancel();
+    followers.cancel();
     let _ = task_a.await;
     let _ = task_b.await;
     live.watches.stop().await;

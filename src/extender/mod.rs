@@ -102,6 +102,34 @@ impl Extender {
         self.lock().clear();
     }
 
+    /// Until `cancel`: whenever this replica stops leading, drops every plan at once, so a
+    /// follower never holds capacity (the new leader rebuilds plans from the cluster).
+    /// `on_change` hears every change (`true`: now the leader), after the plans are dropped.
+    pub async fn drop_plans_when_not_leading<F, Fut>(
+        &self,
+        cancel: tokio_util::sync::CancellationToken,
+        mut on_change: F,
+    ) where
+        F: FnMut(bool) -> Fut,
+        Fut: std::future::Future<Output = ()>,
+    {
+        let mut changes = self.leadership.changes();
+        loop {
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                changed = changes.changed() => if changed.is_err() { return },
+            }
+            let leader = *changes.borrow_and_update();
+            if leader {
+                tracing::info!("the leader: planning and binding");
+            } else {
+                self.clear_plans();
+                tracing::info!("not the leader: plans dropped");
+            }
+            on_change(leader).await;
+        }
+    }
+
     /// An extender over a cluster given as manifests (fed to a fresh state as events).
     pub fn over_cluster(cluster: &Cluster, gates: FeatureGates, plan_ttl: Duration) -> Self {
         Self::new(

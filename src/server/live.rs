@@ -106,7 +106,6 @@ pub async fn run_with(
         tasks.spawn(follow_leadership(
             client.clone(),
             extender.clone(),
-            leadership.clone(),
             namespace,
             pod,
             cancel.clone(),
@@ -148,30 +147,22 @@ pub async fn run_with(
 async fn follow_leadership(
     client: kube::Client,
     extender: Extender,
-    leadership: Leadership,
     namespace: String,
     pod: Option<String>,
     cancel: CancellationToken,
 ) {
-    let mut changes = leadership.changes();
-    loop {
-        tokio::select! {
-            () = cancel.cancelled() => break,
-            changed = changes.changed() => if changed.is_err() { break },
-        }
-        let leader = *changes.borrow_and_update();
-        if !leader {
-            extender.clear_plans();
-            tracing::info!("not the leader: plans dropped");
-        } else {
-            tracing::info!("the leader: planning and binding");
-        }
-        if let Some(pod) = &pod
-            && let Err(e) = leader::label_own_pod(client.clone(), &namespace, pod, leader).await
-        {
-            tracing::warn!(error = %e, pod = %pod, "cannot update the leader label on this pod");
-        }
-    }
+    extender
+        .drop_plans_when_not_leading(cancel, |leader| {
+            let (client, namespace, pod) = (client.clone(), namespace.clone(), pod.clone());
+            async move {
+                if let Some(pod) = &pod
+                    && let Err(e) = leader::label_own_pod(client, &namespace, pod, leader).await
+                {
+                    tracing::warn!(error = %e, pod = %pod, "cannot update the leader label on this pod");
+                }
+            }
+        })
+        .await;
     if let Some(pod) = &pod {
         let _ = leader::label_own_pod(client, &namespace, pod, false).await;
     }
