@@ -5,14 +5,18 @@
 //!   `v1beta2` Topology, ResourceFlavor, ClusterQueue and LocalQueue ([`kinds`]).
 //! * Each watch lists, then watches from the list's resourceVersion; the API server's 410 Gone
 //!   (or any break) makes kube-runtime relist, and a relist **replaces** what it lists: objects
-//!   deleted during the gap are removed ([`apply_relist`]).
-//! * Events are applied one at a time (a relist in chunks of [`RELIST_CHUNK`]), each under
-//!   the state's write lock, so readers never wait behind a whole batch.
+//!   deleted during the gap are removed (`remove_unlisted`). Listed objects are applied as they
+//!   arrive and only their keys kept until the list ends, so a 150k-pod list is never held
+//!   whole.
+//! * Events are applied one at a time (removals after a relist in chunks of
+//!   [`RELIST_CHUNK`]), each under the state's write lock, so readers never wait behind a
+//!   whole batch.
 //! * Errors are retried with kube-runtime's default backoff and counted per kind
 //!   ([`KindStatus`]); a kind the cluster does not serve (404: Kueue's CRDs not installed)
 //!   is logged once, reported as not served, and does not hold back readiness
 //!   ([`WatchStatus::synced`]).
 
+use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -226,7 +230,10 @@ async fn run<K: WatchedKind>(
 ) {
     let api: Api<K> = Api::all(client);
     let mut stream = watcher(api, K::config()).default_backoff().boxed();
-    let mut listed: Vec<K> = Vec::new();
+    // Keys listed since the last `Init`: each listed object is applied as it arrives (never
+    // buffered whole: 150k pods would take gigabytes), and at `InitDone` whatever the state
+    // holds that the list did not name is removed.
+    let mut listed: HashSet<String> = HashSet::new();
     loop {
         let item = tokio::select! {
             () = cancel.cancelled() => return,
@@ -238,11 +245,13 @@ async fn run<K: WatchedKind>(
         };
         match item {
             Ok(watcher::Event::Init) => listed.clear(),
-            Ok(watcher::Event::InitApply(obj)) => listed.push(obj),
+            Ok(watcher::Event::InitApply(obj)) => {
+                listed.insert(K::key(&obj));
+                K::apply(&mut state.write(), &obj);
+            }
             Ok(watcher::Event::InitDone) => {
-                let objects = std::mem::take(&mut listed);
-                let count = objects.len();
-                apply_relist(&state, objects);
+                let count = listed.len();
+                remove_unlisted::<K>(&state, &std::mem::take(&mut listed));
                 status.relists.fetch_add(1, Ordering::Relaxed);
                 if !status.served.swap(true, Ordering::Relaxed) {
                     tracing::info!(kind = K::NAME, "the cluster serves this kind now");
@@ -279,10 +288,8 @@ async fn run<K: WatchedKind>(
     }
 }
 
-/// The list's objects replace what the state holds of the kind: first what is no longer
-/// listed is removed, then the listed objects are applied, each step in chunks.
-pub fn apply_relist<K: WatchedKind>(state: &SharedState, objects: Vec<K>) {
-    let listed: std::collections::HashSet<String> = objects.iter().map(K::key).collect();
+/// Removes every object of the kind the state holds whose key `listed` does not name.
+fn remove_unlisted<K: WatchedKind>(state: &SharedState, listed: &HashSet<String>) {
     let gone: Vec<String> = K::keys(&state.read())
         .into_iter()
         .filter(|k| !listed.contains(k))
@@ -291,12 +298,6 @@ pub fn apply_relist<K: WatchedKind>(state: &SharedState, objects: Vec<K>) {
         let mut s = state.write();
         for key in chunk {
             K::delete_key(&mut s, key);
-        }
-    }
-    for chunk in objects.chunks(RELIST_CHUNK) {
-        let mut s = state.write();
-        for obj in chunk {
-            K::apply(&mut s, obj);
         }
     }
 }

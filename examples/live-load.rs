@@ -1,0 +1,351 @@
+//! Start-up cost of `kube-tas serve` in live mode against a big cluster: spawns the
+//! `fake-apiserver` example (a separate process standing in for the API server on loopback),
+//! then `kube-tas serve --kubeconfig ... --leader-elect=false` on free loopback ports, and
+//! measures
+//!
+//! * the time from spawning kube-tas to the first `200` of `GET /readyz` (polled every 20 ms),
+//!   that is until every watched kind has applied its first list;
+//! * kube-tas's `VmRSS` and `VmHWM` (peak RSS) from `/proc/PID/status` at ready and again after
+//!   `--steady-seconds`, and the CPU time it used (user + system) by then;
+//! * `kube_tas_cluster_nodes` and `kube_tas_cluster_pods` from `/metrics`, to confirm that
+//!   everything arrived.
+//!
+//! ```text
+//! cargo build --release --bin kube-tas --example fake-apiserver --example live-load
+//! target/release/examples/live-load --blocks 15 --racks 25 --hosts 40 --pods-per-node 10
+//! ```
+//!
+//! Each phase (filling the fake, reaching ready) gives up after `--timeout-seconds`; both
+//! children are killed at the end, on success or not. kube-tas's log is kept in a file whose path
+//! is printed. The last line of the report is one `RESULT key=value ...` line, for scripts.
+//! Linux only (`/proc`).
+
+use std::io::{Read as _, Write as _};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+
+/// Measure kube-tas's time to ready and memory against the fake API server.
+#[derive(Debug, Parser)]
+#[command(name = "live-load")]
+struct Args {
+    /// The fake-apiserver example binary.
+    #[arg(long, default_value = "target/release/examples/fake-apiserver")]
+    fake_apiserver: PathBuf,
+    /// The kube-tas binary.
+    #[arg(long, default_value = "target/release/kube-tas")]
+    kube_tas: PathBuf,
+    /// Blocks of the generated cluster.
+    #[arg(long, default_value_t = 15)]
+    blocks: u32,
+    /// Racks per block.
+    #[arg(long, default_value_t = 25)]
+    racks: u32,
+    /// Hosts per rack.
+    #[arg(long, default_value_t = 40)]
+    hosts: u32,
+    /// Bound Running pods per node.
+    #[arg(long, default_value_t = 10)]
+    pods_per_node: u32,
+    /// Jobs the pods belong to.
+    #[arg(long, default_value_t = 10)]
+    jobs: u32,
+    /// Seconds after ready to sample memory again.
+    #[arg(long, default_value_t = 10)]
+    steady_seconds: u64,
+    /// Seconds each phase may take before giving up.
+    #[arg(long, default_value_t = 120)]
+    timeout_seconds: u64,
+}
+
+/// Kills its child when dropped.
+struct Guard {
+    name: &'static str,
+    child: Child,
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Guard {
+    fn spawn(name: &'static str, command: &mut Command) -> Result<Self, String> {
+        let child = command
+            .spawn()
+            .map_err(|e| format!("cannot start {name} ({command:?}): {e}"))?;
+        Ok(Self { name, child })
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// An error if the child has exited.
+    fn check_alive(&mut self) -> Result<(), String> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => Err(format!("{} exited early: {status}", self.name)),
+            Ok(None) => Ok(()),
+            Err(e) => Err(format!("{}: {e}", self.name)),
+        }
+    }
+}
+
+/// What `/proc/PID` says about a process.
+#[derive(Debug, Clone, Copy, Default)]
+struct ProcSample {
+    rss_kb: u64,
+    hwm_kb: u64,
+    /// User + system CPU time.
+    cpu_seconds: f64,
+    /// System CPU time alone (mostly page faults while memory grows).
+    sys_seconds: f64,
+    /// Minor page faults.
+    faults: u64,
+}
+
+fn proc_sample(pid: u32) -> Result<ProcSample, String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .map_err(|e| format!("reading /proc/{pid}/status: {e}"))?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map_err(|e| format!("reading /proc/{pid}/stat: {e}"))?;
+    // Fields after the command (which may hold spaces) start at field 3: minflt is field 10,
+    // utime and stime are fields 14 and 15, in USER_HZ (100 per second on Linux).
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<u64> = after
+        .split_whitespace()
+        .map(|v| v.parse().unwrap_or(0))
+        .collect();
+    let stat_field = |n: usize| fields.get(n - 3).copied().unwrap_or(0);
+    Ok(ProcSample {
+        rss_kb: field("VmRSS:"),
+        hwm_kb: field("VmHWM:"),
+        cpu_seconds: (stat_field(14) + stat_field(15)) as f64 / 100.0,
+        sys_seconds: stat_field(15) as f64 / 100.0,
+        faults: stat_field(10),
+    })
+}
+
+/// One plain HTTP/1.1 GET on loopback: (status, body).
+fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    stream.set_write_timeout(Some(Duration::from_secs(5)))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response)?;
+    let text = String::from_utf8_lossy(&response);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    Ok((status, body.to_string()))
+}
+
+/// The value of an unlabelled gauge in a Prometheus text exposition.
+fn metric(body: &str, name: &str) -> Option<f64> {
+    body.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find(|l| l.split_whitespace().next() == Some(name))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+}
+
+/// (nodes, pods) kube-tas reports.
+fn counted(admin: SocketAddr) -> Result<(u64, u64), String> {
+    let (status, body) = http_get(admin, "/metrics").map_err(|e| format!("GET /metrics: {e}"))?;
+    if status != 200 {
+        return Err(format!("GET /metrics answered {status}"));
+    }
+    let get = |name| metric(&body, name).map_or(0, |v| v as u64);
+    Ok((get("kube_tas_cluster_nodes"), get("kube_tas_cluster_pods")))
+}
+
+/// Two distinct free loopback ports (bound together, then released).
+fn free_ports() -> Result<(SocketAddr, SocketAddr), String> {
+    let bind = || TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"));
+    let (a, b) = (bind()?, bind()?);
+    let addr = |l: &TcpListener| l.local_addr().map_err(|e| e.to_string());
+    Ok((addr(&a)?, addr(&b)?))
+}
+
+fn mib(kb: u64) -> f64 {
+    kb as f64 / 1024.0
+}
+
+fn main() -> ExitCode {
+    match run(&Args::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("live-load: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &Args) -> Result<(), String> {
+    let timeout = Duration::from_secs(args.timeout_seconds);
+    let dir = std::env::temp_dir().join(format!("kube-tas-live-load-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let kubeconfig = dir.join("kubeconfig");
+
+    let fill_started = Instant::now();
+    let mut fake = Guard::spawn(
+        "fake-apiserver",
+        Command::new(&args.fake_apiserver)
+            .args(["--blocks", &args.blocks.to_string()])
+            .args(["--racks", &args.racks.to_string()])
+            .args(["--hosts", &args.hosts.to_string()])
+            .args(["--pods-per-node", &args.pods_per_node.to_string()])
+            .args(["--jobs", &args.jobs.to_string()])
+            .args(["--listen", "127.0.0.1:0"])
+            .arg("--kubeconfig-out")
+            .arg(&kubeconfig)
+            .stdin(Stdio::null()),
+    )?;
+    wait_for_file(&kubeconfig, &mut fake, timeout)?;
+    let fill = fill_started.elapsed();
+    let fake_filled = proc_sample(fake.pid())?;
+    eprintln!(
+        "live-load: fake API server filled in {:.1} s, RSS {:.0} MiB",
+        fill.as_secs_f64(),
+        mib(fake_filled.rss_kb)
+    );
+
+    let (listen, admin) = free_ports()?;
+    let log_path = dir.join("kube-tas.log");
+    let log = std::fs::File::create(&log_path)
+        .map_err(|e| format!("creating {}: {e}", log_path.display()))?;
+    let log_err = log.try_clone().map_err(|e| e.to_string())?;
+    let started = Instant::now();
+    let mut tas = Guard::spawn(
+        "kube-tas",
+        Command::new(&args.kube_tas)
+            .arg("serve")
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .arg("--leader-elect=false")
+            .args(["--listen", &listen.to_string()])
+            .args(["--admin-listen", &admin.to_string()])
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log_err),
+    )?;
+    let pid = tas.pid();
+    loop {
+        if let Ok((200, _)) = http_get(admin, "/readyz") {
+            break;
+        }
+        tas.check_alive()
+            .and_then(|()| fake.check_alive())
+            .map_err(|e| format!("{e} (log: {})", log_path.display()))?;
+        if started.elapsed() > timeout {
+            return Err(format!(
+                "kube-tas not ready after {} s (log: {})",
+                timeout.as_secs(),
+                log_path.display()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let ready = started.elapsed();
+    let at_ready = proc_sample(pid)?;
+    let fake_at_ready = proc_sample(fake.pid())?;
+    let (nodes_ready, pods_ready) = counted(admin)?;
+
+    std::thread::sleep(Duration::from_secs(args.steady_seconds));
+    tas.check_alive()?;
+    let steady = proc_sample(pid)?;
+    let (nodes, pods) = counted(admin)?;
+
+    let expected_nodes = u64::from(args.blocks) * u64::from(args.racks) * u64::from(args.hosts);
+    let expected_pods = expected_nodes * u64::from(args.pods_per_node);
+    println!(
+        "cluster: {expected_nodes} nodes, {expected_pods} pods (fake filled in {:.1} s)",
+        fill.as_secs_f64()
+    );
+    println!("time to ready:      {:8.0} ms", ready.as_secs_f64() * 1e3);
+    println!(
+        "at ready:           RSS {:7.1} MiB  VmHWM {:7.1} MiB  cpu {:6.2} s (sys {:.2} s, \
+         {} page faults)  counted {nodes_ready} nodes, {pods_ready} pods",
+        mib(at_ready.rss_kb),
+        mib(at_ready.hwm_kb),
+        at_ready.cpu_seconds,
+        at_ready.sys_seconds,
+        at_ready.faults
+    );
+    println!(
+        "after {:>2} s:         RSS {:7.1} MiB  VmHWM {:7.1} MiB  cpu {:6.2} s  \
+         counted {nodes} nodes, {pods} pods",
+        args.steady_seconds,
+        mib(steady.rss_kb),
+        mib(steady.hwm_kb),
+        steady.cpu_seconds
+    );
+    println!(
+        "fake API server:    RSS {:7.1} MiB  cpu while kube-tas loaded {:6.2} s",
+        mib(fake_at_ready.rss_kb),
+        fake_at_ready.cpu_seconds - fake_filled.cpu_seconds
+    );
+    println!("kube-tas log:       {}", log_path.display());
+    let complete = nodes == expected_nodes && pods == expected_pods;
+    println!(
+        "RESULT ready_ms={:.0} rss_ready_kb={} hwm_ready_kb={} rss_steady_kb={} hwm_steady_kb={} \
+         cpu_ready_s={:.2} sys_ready_s={:.2} faults_ready={} nodes={nodes} pods={pods} \
+         complete={complete}",
+        ready.as_secs_f64() * 1e3,
+        at_ready.rss_kb,
+        at_ready.hwm_kb,
+        steady.rss_kb,
+        steady.hwm_kb,
+        at_ready.cpu_seconds,
+        at_ready.sys_seconds,
+        at_ready.faults
+    );
+    drop(tas);
+    drop(fake);
+    if !complete {
+        return Err(format!(
+            "kube-tas counted {nodes} nodes and {pods} pods, expected {expected_nodes} and \
+             {expected_pods}"
+        ));
+    }
+    Ok(())
+}
+
+/// Waits until `path` exists (the fake writes it once it serves), or the child dies, or time
+/// runs out.
+fn wait_for_file(path: &Path, child: &mut Guard, timeout: Duration) -> Result<(), String> {
+    let started = Instant::now();
+    while !path.exists() {
+        child.check_alive()?;
+        if started.elapsed() > timeout {
+            return Err(format!(
+                "{} did not write {} within {} s",
+                child.name,
+                path.display(),
+                timeout.as_secs()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
+}
