@@ -36,8 +36,8 @@ pub use load::{LoadError, load_paths};
 pub use pod_requests::pod_requests;
 pub use quantity::{QuantityError, QuantityValue, parse_quantity};
 pub use workloads::{
-    bound_pod_of, controller_job_of, is_terminal, job_finished, name_or_generate_name,
-    namespace_or_default, pod_marks_tas, workload_of_job, workload_of_pod,
+    bound_pod_of, controller_job_of, controller_job_ref, is_terminal, job_finished,
+    name_or_generate_name, namespace_or_default, pod_marks_tas, workload_of_job, workload_of_pod,
     workload_of_stamped_job_pod,
 };
 
@@ -82,6 +82,16 @@ pub struct BoundPod {
     pub labels: BTreeMap<String, String>,
     /// `metadata.annotations`.
     pub annotations: BTreeMap<String, String>,
+}
+
+impl BoundPod {
+    /// The key the cluster state records it under: its uid, `namespace/name` without one
+    /// (only in hand-written manifests).
+    pub fn key(&self) -> String {
+        self.uid
+            .clone()
+            .unwrap_or_else(|| format!("{}/{}", self.namespace, self.name))
+    }
 }
 
 /// What kind of object a pending workload comes from.

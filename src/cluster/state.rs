@@ -274,10 +274,7 @@ impl ClusterState {
     /// A pod that holds capacity (bound, not finished), from manifests or a watch. Replaces
     /// whatever was recorded under its uid (an assumed bind becomes confirmed).
     pub fn apply_bound_pod(&mut self, pod: &BoundPod) {
-        let uid = pod
-            .uid
-            .clone()
-            .unwrap_or_else(|| format!("{}/{}", pod.namespace, pod.name));
+        let uid = pod.key();
         let node = self.intern(&pod.node_name);
         self.record(
             uid,
@@ -374,14 +371,7 @@ impl ClusterState {
     /// A full pod list (a relist): `holding` are the pods that hold capacity now (by uid);
     /// every other pod recorded, except binds the watch has not shown yet, is removed.
     pub fn replace_pods(&mut self, holding: Vec<BoundPod>) {
-        let keep: BTreeSet<String> = holding
-            .iter()
-            .map(|p| {
-                p.uid
-                    .clone()
-                    .unwrap_or_else(|| format!("{}/{}", p.namespace, p.name))
-            })
-            .collect();
+        let keep: BTreeSet<String> = holding.iter().map(BoundPod::key).collect();
         let gone: Vec<String> = self
             .pods
             .iter()

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use super::group::GroupKey;
 use super::pod_requests::pod_requests;
@@ -469,11 +469,15 @@ fn queue_name(meta: &ObjectMeta) -> Option<String> {
 
 /// The name of the Job among the controller owner references.
 pub fn controller_job_of(meta: &ObjectMeta) -> Option<String> {
+    controller_job_ref(meta).map(|r| r.name.clone())
+}
+
+/// The controller `ownerReference` of kind `Job`, when there is one.
+pub fn controller_job_ref(meta: &ObjectMeta) -> Option<&OwnerReference> {
     meta.owner_references
         .iter()
         .flatten()
         .find(|r| r.controller == Some(true) && r.kind == "Job")
-        .map(|r| r.name.clone())
 }
 
 fn annotation_path(key: &str) -> String {

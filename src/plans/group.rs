@@ -4,7 +4,9 @@
 use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodSpec};
 
 use crate::cluster::group::GroupKey;
-use crate::cluster::{name_or_generate_name, namespace_or_default, pod_marks_tas, pod_requests};
+use crate::cluster::{
+    controller_job_ref, name_or_generate_name, namespace_or_default, pod_marks_tas, pod_requests,
+};
 use crate::keys;
 use crate::topology::ResourceList;
 
@@ -63,12 +65,7 @@ impl PodFacts {
             })?),
         };
         let tas_marked = pod_marks_tas(meta);
-        let job_ref = meta
-            .owner_references
-            .iter()
-            .flatten()
-            .find(|r| r.controller == Some(true) && r.kind == "Job");
-        let owner = match job_ref {
+        let owner = match controller_job_ref(meta) {
             Some(r) => ObjectReference {
                 api_version: Some(r.api_version.clone()),
                 kind: Some(r.kind.clone()),

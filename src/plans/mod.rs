@@ -669,7 +669,7 @@ impl PlanBook {
             return;
         };
         seen.binding = false;
-        let owner = seen.owner.clone();
+        let (owner, key) = (seen.owner.clone(), seen.key.clone());
         self.notice(
             &owner,
             true,
@@ -679,10 +679,6 @@ impl PlanBook {
                 ticket.namespace, ticket.name, ticket.node
             ),
         );
-        let Some(seen) = self.pods.get(&ticket.uid) else {
-            return;
-        };
-        let key = seen.key.clone();
         if let Some(plan) = self.plans.get_mut(&key)
             && let Some(s) = plan.by_uid.remove(&ticket.uid)
         {
