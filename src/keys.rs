@@ -51,3 +51,19 @@ pub const STAMP_POD_GROUP_TOTAL_COUNT: &str = "kube-tas.io/pod-group-total-count
 /// Pod-template annotation the webhook stamps on a TAS Job: the Job's LocalQueue, which the
 /// pods do not otherwise carry (the queue-name label sits on the Job).
 pub const STAMP_QUEUE_NAME: &str = "kube-tas.io/queue-name";
+
+/// Label the JobSet controller puts on its Jobs and their pods: the JobSet's name.
+pub const JOBSET_NAME_LABEL: &str = "jobset.sigs.k8s.io/jobset-name";
+/// Label on a JobSet's Jobs and pods: the replicated Job (Kueue's PodSet) they belong to.
+pub const JOBSET_REPLICATED_JOB_LABEL: &str = "jobset.sigs.k8s.io/replicatedjob-name";
+/// Label on a JobSet's Jobs and pods: the Job's index among its replicated Job's replicas.
+pub const JOBSET_JOB_INDEX_LABEL: &str = "jobset.sigs.k8s.io/job-index";
+/// Label the LeaderWorkerSet controller puts on its pods: the LeaderWorkerSet's name.
+pub const LWS_NAME_LABEL: &str = "leaderworkerset.sigs.k8s.io/name";
+/// Label on a LeaderWorkerSet's pods: the replica group (one Kueue workload each).
+pub const LWS_GROUP_INDEX_LABEL: &str = "leaderworkerset.sigs.k8s.io/group-index";
+/// Label on a LeaderWorkerSet's pods: the pod's index in its group (0 is the leader).
+pub const LWS_WORKER_INDEX_LABEL: &str = "leaderworkerset.sigs.k8s.io/worker-index";
+/// Pod-template annotation the webhook stamps on every PodSet template of a TAS workload:
+/// the PodSet the template's pods belong to.
+pub const STAMP_POD_SET: &str = "kube-tas.io/pod-set";

@@ -310,6 +310,19 @@ pub fn stamps(workload: &Workload) -> BTreeMap<String, String> {
     stamps
 }
 
+/// The stamps of a JobSet's or LeaderWorkerSet's PodSet template `index`: its PodSet and the
+/// set's queue (the pods carry neither otherwise).
+pub fn set_stamps(workload: &Workload, index: usize) -> BTreeMap<String, String> {
+    let mut stamps = BTreeMap::new();
+    if let Some(ps) = workload.pod_sets.get(index) {
+        stamps.insert(keys::STAMP_POD_SET.to_string(), ps.spec.name.clone());
+    }
+    if let Some(queue) = &workload.queue_name {
+        stamps.insert(keys::STAMP_QUEUE_NAME.to_string(), queue.clone());
+    }
+    stamps
+}
+
 /// `Job ns/name`, `Pod ns/name`, `PodGroup ns/name`: what a pod was admitted as.
 fn workload_label(w: &Workload) -> String {
     format!("{} {}/{}", w.kind, w.namespace, w.name)

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::group::GroupKey;
+use super::group::{GroupKey, PodSetHint};
 use super::kueue::{ClusterQueue, KueueObjects, ResourceFlavor};
 use super::state::ClusterState;
 use super::{
@@ -59,6 +59,8 @@ pub struct AdmittedPodSet {
     pub spec: PodSetSpec,
     /// The TAS ResourceFlavor it is placed on; `None` for a PodSet kube-tas does not place.
     pub flavor: Option<String>,
+    /// Pods per replica ([`super::PendingPodSet::pods_per_replica`]).
+    pub pods_per_replica: i32,
 }
 
 /// A workload that passed admission.
@@ -120,7 +122,11 @@ pub fn admit(
             .map_err(|e| Denial::new(format!("{}: {e}", ps.annotations_path)))?;
         let explicit = request.as_ref().is_some_and(TopologyRequest::is_explicit);
         if !explicit && !tas_only {
-            pod_sets.push(AdmittedPodSet { spec, flavor: None });
+            pod_sets.push(AdmittedPodSet {
+                spec,
+                flavor: None,
+                pods_per_replica: ps.pods_per_replica,
+            });
             continue;
         }
         let flavor_name = tas_flavor_for(&spec, cq_name, cq, kueue)?;
@@ -175,6 +181,7 @@ pub fn admit(
         pod_sets.push(AdmittedPodSet {
             spec,
             flavor: Some(flavor_name),
+            pods_per_replica: ps.pods_per_replica,
         });
     }
     Ok(Some(Admitted { pod_sets, warnings }))
@@ -376,19 +383,35 @@ pub enum Route {
     Lone,
     /// The webhook would refuse it.
     Denied(Denial),
-    /// Placed with its group on this flavor.
-    Group {
-        /// The TAS ResourceFlavor.
-        flavor: String,
-        /// The group's PodSet, its topology request filled in.
-        spec: Box<PodSetSpec>,
-    },
+    /// Placed with its workload.
+    Workload(Box<RoutedWorkload>),
 }
 
-/// Decides how `pod` (of `group`) is placed: as its Job's, pod group's or own workload,
-/// through the same [`admit`] the webhook runs. A Job's pod finds its Job in `state`, else in
-/// the stamps the webhook gave its template; `tas_marked` says the pod names a queue or
-/// carries a `podset-*` annotation. The error names what cannot be decided.
+/// A workload kube-tas places, and the PodSet of the pod that asked.
+#[derive(Debug, Clone)]
+pub struct RoutedWorkload {
+    /// The pod's PodSet.
+    pub pod_set: String,
+    /// Every PodSet kube-tas places (those with a TAS flavor), in the workload's order.
+    pub pod_sets: Vec<RoutedPodSet>,
+}
+
+/// One PodSet of a routed workload.
+#[derive(Debug, Clone)]
+pub struct RoutedPodSet {
+    /// The TAS ResourceFlavor.
+    pub flavor: String,
+    /// The PodSet, its topology request filled in.
+    pub spec: PodSetSpec,
+    /// Pods per replica (a JobSet's pods per Job), for ranks.
+    pub pods_per_replica: i32,
+}
+
+/// Decides how `pod` (of `group`) is placed: as its workload's (its JobSet's, LeaderWorkerSet
+/// group's, Job's or pod group's) or its own, through the same [`admit`] the webhook runs. A
+/// Job's pod finds its Job in `state`, else in the stamps the webhook gave its template;
+/// `tas_marked` says the pod names a queue or carries a `podset-*` annotation. The error names
+/// what cannot be decided.
 pub fn route(
     pod: &Pod,
     group: &GroupKey,
@@ -404,45 +427,77 @@ pub fn route(
         )
     };
     let owned;
-    let workload: &Workload = if group.kind == WorkloadKind::Job {
-        match state.job(&group.namespace, &group.name) {
-            Some(w) => w,
-            None if !tas_marked => return Ok(Route::Lone),
-            // The webhook stamped the Job's template: the pod itself says its gang.
-            None => match workload_of_stamped_job_pod(pod, &group.name) {
-                Some(stamped) => {
-                    owned = stamped.map_err(|e| format!("{}: {e}", pod_label()))?;
-                    &owned
-                }
-                None => {
-                    return Err(format!(
-                        "{group} (owner of {}) is not in kube-tas's cluster view, so its gang \
-                         size is unknown",
-                        pod_label()
-                    ));
-                }
-            },
+    let known = state.workload(group);
+    let workload: &Workload = match (&known, group.kind) {
+        (Some(w), _) => w,
+        (None, WorkloadKind::Job) if !tas_marked => return Ok(Route::Lone),
+        // The webhook stamped the Job's template: the pod itself says its gang.
+        (None, WorkloadKind::Job) => match workload_of_stamped_job_pod(pod, &group.name) {
+            Some(stamped) => {
+                owned = stamped.map_err(|e| format!("{}: {e}", pod_label()))?;
+                &owned
+            }
+            None => {
+                return Err(format!(
+                    "{group} (owner of {}) is not in kube-tas's cluster view, so its gang \
+                     size is unknown",
+                    pod_label()
+                ));
+            }
+        },
+        (None, WorkloadKind::JobSet | WorkloadKind::LeaderWorkerSet) => {
+            return Err(format!(
+                "{group} (owner of {}) is not in kube-tas's cluster view, so its PodSets \
+                 are unknown",
+                pod_label()
+            ));
         }
-    } else if !tas_marked {
         // No queue and no podset annotation: admission would say "not TAS" anyway.
-        return Ok(Route::Lone);
-    } else {
-        owned = workload_of_pod(pod).map_err(|e| format!("{}: {e}", pod_label()))?;
-        &owned
+        (None, _) if !tas_marked => return Ok(Route::Lone),
+        (None, _) => {
+            owned = workload_of_pod(pod).map_err(|e| format!("{}: {e}", pod_label()))?;
+            &owned
+        }
     };
     let admitted = match admit(workload, state.kueue(), gates) {
         Ok(Some(a)) => a,
         Ok(None) => return Ok(Route::Lone),
         Err(d) => return Ok(Route::Denied(d)),
     };
-    let Some(ps) = admitted.pod_sets.into_iter().next() else {
-        return Ok(Route::Lone);
+    let names: Vec<&str> = admitted
+        .pod_sets
+        .iter()
+        .map(|p| p.spec.name.as_str())
+        .collect();
+    let hint = PodSetHint::of_pod(&pod.metadata);
+    let Some(own) = hint.resolve(&names) else {
+        return Err(format!(
+            "{} names a PodSet that {group} does not have (it has {})",
+            pod_label(),
+            names.join(", ")
+        ));
     };
-    Ok(match ps.flavor {
-        Some(flavor) => Route::Group {
-            flavor,
-            spec: Box::new(ps.spec),
-        },
-        None => Route::Lone,
-    })
+    let own = own.to_string();
+    let own_is_tas = admitted
+        .pod_sets
+        .iter()
+        .any(|p| p.spec.name == own && p.flavor.is_some());
+    if !own_is_tas {
+        return Ok(Route::Lone);
+    }
+    let pod_sets = admitted
+        .pod_sets
+        .into_iter()
+        .filter_map(|p| {
+            Some(RoutedPodSet {
+                flavor: p.flavor?,
+                spec: p.spec,
+                pods_per_replica: p.pods_per_replica,
+            })
+        })
+        .collect();
+    Ok(Route::Workload(Box::new(RoutedWorkload {
+        pod_set: own,
+        pod_sets,
+    })))
 }

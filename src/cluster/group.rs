@@ -1,5 +1,6 @@
-//! Which pod group a pod belongs to, read from the pod's own metadata (its controller Job,
-//! its `kueue.x-k8s.io/pod-group-name` label), never from memory: the same answer for a pod
+//! Which pod group a pod belongs to, and which PodSet of it, read from the pod's own metadata
+//! (its JobSet or LeaderWorkerSet labels, its controller Job, its
+//! `kueue.x-k8s.io/pod-group-name` label), never from memory: the same answer for a pod
 //! kube-scheduler sends, a pod the watch shows bound, and a pod after a restart.
 
 use std::fmt;
@@ -9,7 +10,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use super::{WorkloadKind, controller_job_of, name_or_generate_name, namespace_or_default};
 use crate::keys;
 
-/// A group that is placed as a whole: a Job's pods, a plain pod group, or a single pod.
+/// A group that is placed as a whole (one Kueue workload): a JobSet's pods, one replica group
+/// of a LeaderWorkerSet (named `<name>-<group index>`), a Job's pods, a plain pod group, or a
+/// single pod.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct GroupKey {
     /// Job, PodGroup or Pod.
@@ -28,16 +31,30 @@ impl fmt::Display for GroupKey {
 }
 
 impl GroupKey {
-    /// The group of a pod with this metadata: its controller Job's, else its plain pod
-    /// group's (a non-empty `pod-group-name` label), else the pod's own.
+    /// The group of a pod with this metadata: its JobSet's (a Job's pod with the JobSet name
+    /// label), its LeaderWorkerSet replica group's (name and group-index labels), its
+    /// controller Job's, else its plain pod group's (a non-empty `pod-group-name` label), else
+    /// the pod's own.
     pub fn of_pod(meta: &ObjectMeta) -> Self {
         let namespace = namespace_or_default(meta);
-        let group_label = meta
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(keys::POD_GROUP_NAME_LABEL))
-            .filter(|v| !v.is_empty());
-        match (controller_job_of(meta), group_label) {
+        let job = controller_job_of(meta);
+        if job.is_some()
+            && let Some(jobset) = label(meta, keys::JOBSET_NAME_LABEL)
+        {
+            return GroupKey {
+                kind: WorkloadKind::JobSet,
+                namespace,
+                name: jobset.to_string(),
+            };
+        }
+        if let (Some(lws), Some(index)) = (
+            label(meta, keys::LWS_NAME_LABEL),
+            label(meta, keys::LWS_GROUP_INDEX_LABEL),
+        ) {
+            return GroupKey::lws_group(namespace, lws, index);
+        }
+        let group_label = label(meta, keys::POD_GROUP_NAME_LABEL);
+        match (job, group_label) {
             (Some(job), _) => GroupKey {
                 kind: WorkloadKind::Job,
                 namespace,
@@ -46,7 +63,7 @@ impl GroupKey {
             (None, Some(g)) => GroupKey {
                 kind: WorkloadKind::PodGroup,
                 namespace,
-                name: g.clone(),
+                name: g.to_string(),
             },
             (None, None) => GroupKey {
                 kind: WorkloadKind::Pod,
@@ -56,8 +73,116 @@ impl GroupKey {
         }
     }
 
-    /// Whether pods of this group are placed together (a Job or a plain pod group).
+    /// Replica group `index` of LeaderWorkerSet `lws`: `<lws>-<index>`, as Kueue names the
+    /// group's workload.
+    pub fn lws_group(namespace: String, lws: &str, index: impl fmt::Display) -> Self {
+        GroupKey {
+            kind: WorkloadKind::LeaderWorkerSet,
+            namespace,
+            name: format!("{lws}-{index}"),
+        }
+    }
+
+    /// For a LeaderWorkerSet replica group: the LeaderWorkerSet's name and the group index.
+    pub fn lws_parts(&self) -> Option<(&str, u32)> {
+        if self.kind != WorkloadKind::LeaderWorkerSet {
+            return None;
+        }
+        let (lws, index) = self.name.rsplit_once('-')?;
+        Some((lws, index.parse().ok()?))
+    }
+
+    /// Whether pods of this group are placed together (anything but a single pod).
     pub fn is_gang(&self) -> bool {
         self.kind != WorkloadKind::Pod
     }
+}
+
+/// Which PodSet of its workload a pod belongs to, as far as the pod itself says.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub enum PodSetHint {
+    /// The workload's only PodSet (`main`: a Job, a plain pod group, a single pod).
+    #[default]
+    Main,
+    /// A named PodSet: a JobSet's replicated Job, or the webhook's PodSet stamp.
+    Named(String),
+    /// A LeaderWorkerSet pod by its worker index: 0 is the leader.
+    LwsWorker(usize),
+}
+
+/// The PodSet of a LeaderWorkerSet group's leader (when the set has a leader template).
+pub const LWS_LEADER_POD_SET: &str = "leader";
+/// The PodSet of a LeaderWorkerSet group's workers (when the set has a leader template).
+pub const LWS_WORKER_POD_SET: &str = "worker";
+
+impl PodSetHint {
+    /// What a pod's labels and annotations say.
+    pub fn of_pod(meta: &ObjectMeta) -> Self {
+        if label(meta, keys::JOBSET_NAME_LABEL).is_some()
+            && let Some(rj) = label(meta, keys::JOBSET_REPLICATED_JOB_LABEL)
+        {
+            return PodSetHint::Named(rj.to_string());
+        }
+        if label(meta, keys::LWS_NAME_LABEL).is_some()
+            && let Some(i) = label(meta, keys::LWS_WORKER_INDEX_LABEL).and_then(|v| v.parse().ok())
+        {
+            return PodSetHint::LwsWorker(i);
+        }
+        match meta
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(keys::STAMP_POD_SET))
+            .filter(|v| !v.is_empty())
+        {
+            Some(name) => PodSetHint::Named(name.clone()),
+            None => PodSetHint::Main,
+        }
+    }
+
+    /// The PodSet among a workload's PodSet names: a named one by its name; a
+    /// LeaderWorkerSet's leader is `leader` and its workers `worker` when the workload has
+    /// them, else `main`; `Main` is `main`, or the workload's only PodSet.
+    pub fn resolve<'a>(&self, names: &[&'a str]) -> Option<&'a str> {
+        let find = |n: &str| names.iter().copied().find(|m| *m == n);
+        match self {
+            PodSetHint::Named(n) => find(n),
+            PodSetHint::LwsWorker(0) => find(LWS_LEADER_POD_SET).or_else(|| find("main")),
+            PodSetHint::LwsWorker(_) => find(LWS_WORKER_POD_SET).or_else(|| find("main")),
+            PodSetHint::Main => find("main").or(match names {
+                [only] => Some(*only),
+                _ => None,
+            }),
+        }
+    }
+
+    /// The pod's rank inside PodSet `pod_set`, so that neighbouring ranks take neighbouring
+    /// seats: a JobSet pod's `job index × pods per Job + completion index`, a
+    /// LeaderWorkerSet worker's index (from 0 among the workers when the leader has its own
+    /// PodSet), a Job pod's completion index.
+    pub fn rank(
+        &self,
+        pod_set: &str,
+        completion_index: Option<usize>,
+        job_index: Option<usize>,
+        pods_per_replica: usize,
+    ) -> Option<usize> {
+        match self {
+            PodSetHint::LwsWorker(i) if pod_set == LWS_WORKER_POD_SET => i.checked_sub(1),
+            PodSetHint::LwsWorker(0) if pod_set == LWS_LEADER_POD_SET => Some(0),
+            PodSetHint::LwsWorker(i) => Some(*i),
+            _ => match (job_index, completion_index) {
+                (Some(j), c) => Some(j * pods_per_replica + c.unwrap_or(0)),
+                (None, c) => c,
+            },
+        }
+    }
+}
+
+/// A non-empty label value.
+fn label<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
+    meta.labels
+        .as_ref()
+        .and_then(|l| l.get(key))
+        .map(String::as_str)
+        .filter(|v| !v.is_empty())
 }

@@ -15,8 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
@@ -24,6 +23,7 @@ use super::kueue::{self, ClusterQueue, LocalQueue, ResourceFlavor, Topology};
 use super::pod_requests::parse_non_negative;
 use super::quantity::{parse_quantity, resource_amount};
 use super::workloads::{self, Seen};
+use super::sets;
 use super::{Cluster, FieldError, Source};
 use crate::topology::{NodeInfo, ResourceList};
 
@@ -358,6 +358,8 @@ enum Kind {
     Node,
     Pod,
     Job,
+    JobSet,
+    LeaderWorkerSet,
     Topology,
     ResourceFlavor,
     ClusterQueue,
@@ -370,6 +372,8 @@ impl Kind {
             ("v1", "Node") => Some(Kind::Node),
             ("v1", "Pod") => Some(Kind::Pod),
             ("batch/v1", "Job") => Some(Kind::Job),
+            (sets::JOBSET_API_VERSION, "JobSet") => Some(Kind::JobSet),
+            (sets::LWS_API_VERSION, "LeaderWorkerSet") => Some(Kind::LeaderWorkerSet),
             // Kueue served Topology as v1alpha1 before v1beta1, with the same fields.
             ("kueue.x-k8s.io/v1alpha1", "Topology") => Some(Kind::Topology),
             (v, k) if kueue::API_VERSIONS.contains(&v) => match k {
@@ -384,7 +388,10 @@ impl Kind {
     }
 
     fn namespaced(self) -> bool {
-        matches!(self, Kind::Pod | Kind::Job | Kind::LocalQueue)
+        matches!(
+            self,
+            Kind::Pod | Kind::Job | Kind::JobSet | Kind::LeaderWorkerSet | Kind::LocalQueue
+        )
     }
 }
 
@@ -394,8 +401,8 @@ struct Loader {
     cluster: Cluster,
     /// (kind, namespace or "", name) → first definition, for duplicate detection.
     seen: BTreeMap<(Kind, String, String), Source>,
-    pods: Vec<Seen<Pod>>,
-    jobs: Vec<Seen<Job>>,
+    /// Pods, Jobs, JobSets and LeaderWorkerSets, for [`workloads::derive`].
+    objects: workloads::Objects,
     /// Load order of every object, so pods and jobs interleave as in the files.
     seq: usize,
 }
@@ -515,11 +522,19 @@ impl Loader {
             }
             Kind::Pod => {
                 let object = decode(raw.value).map_err(fail)?;
-                self.pods.push(Seen { seq, at, object });
+                self.objects.pods.push(Seen { seq, at, object });
             }
             Kind::Job => {
                 let object = decode(raw.value).map_err(fail)?;
-                self.jobs.push(Seen { seq, at, object });
+                self.objects.jobs.push(Seen { seq, at, object });
+            }
+            Kind::JobSet => {
+                let object = decode(raw.value).map_err(fail)?;
+                self.objects.jobsets.push(Seen { seq, at, object });
+            }
+            Kind::LeaderWorkerSet => {
+                let object = decode(raw.value).map_err(fail)?;
+                self.objects.lws.push(Seen { seq, at, object });
             }
             Kind::Topology => {
                 let topology: Topology = decode(raw.value).map_err(fail)?;
@@ -552,10 +567,11 @@ impl Loader {
     }
 
     fn finish(mut self) -> Result<Cluster, LoadError> {
-        let derived = workloads::derive(self.pods, self.jobs)?;
+        let derived = workloads::derive(self.objects)?;
         self.cluster.bound_pods = derived.bound_pods;
         self.cluster.workloads = derived.workloads;
         self.cluster.jobs = derived.jobs;
+        self.cluster.sets = derived.sets;
         for warning in derived.warnings {
             tracing::warn!("{warning}");
             self.cluster.warnings.push(warning);

@@ -28,6 +28,7 @@ mod load;
 pub mod pod_requests;
 pub mod pod_view;
 pub mod quantity;
+pub mod sets;
 pub mod state;
 mod workloads;
 
@@ -53,6 +54,8 @@ pub struct Cluster {
     /// Every Job that has not finished, pending or running, by (namespace, name): where a
     /// pod that names its Job finds its gang size and template annotations.
     pub jobs: BTreeMap<(String, String), Workload>,
+    /// Every JobSet that has not finished and every LeaderWorkerSet, by the set's own key.
+    pub sets: BTreeMap<group::GroupKey, sets::SetEntry>,
     /// Kueue's Topology, ResourceFlavor, ClusterQueue and LocalQueue objects.
     pub kueue: KueueObjects,
     /// Things skipped on the way in (unsupported kinds, ...), one sentence each.
@@ -78,6 +81,8 @@ pub struct BoundPod {
     pub owner_job: Option<String>,
     /// The group it belongs to ([`group::GroupKey::of_pod`]).
     pub group: group::GroupKey,
+    /// Its PodSet in the group, as far as the pod says ([`group::PodSetHint::of_pod`]).
+    pub pod_set: group::PodSetHint,
     /// `metadata.labels`.
     pub labels: BTreeMap<String, String>,
     /// `metadata.annotations`.
@@ -103,15 +108,23 @@ pub enum WorkloadKind {
     Pod,
     /// Pods joined by `kueue.x-k8s.io/pod-group-name` (+ `pod-group-total-count`).
     PodGroup,
+    /// A `jobset.x-k8s.io` JobSet: one PodSet per replicated Job.
+    JobSet,
+    /// One replica group of a `leaderworkerset.x-k8s.io` LeaderWorkerSet: a leader and its
+    /// workers.
+    LeaderWorkerSet,
 }
 
 impl WorkloadKind {
-    /// The name shown in messages and output (`Job`, `Pod`, `PodGroup`).
+    /// The name shown in messages and output (`Job`, `Pod`, `PodGroup`, `JobSet`,
+    /// `LeaderWorkerSet`).
     pub fn as_str(&self) -> &'static str {
         match self {
             WorkloadKind::Job => "Job",
             WorkloadKind::Pod => "Pod",
             WorkloadKind::PodGroup => "PodGroup",
+            WorkloadKind::JobSet => "JobSet",
+            WorkloadKind::LeaderWorkerSet => "LeaderWorkerSet",
         }
     }
 }
@@ -150,6 +163,9 @@ pub struct PendingPodSet {
     /// Where those annotations sit in the object, for messages:
     /// `spec.template.metadata.annotations` (Job) or `metadata.annotations` (Pod).
     pub annotations_path: String,
+    /// Pods per replica: per Job of a JobSet's replicated Job (ranks are `job index × this +
+    /// completion index`); the PodSet's count otherwise.
+    pub pods_per_replica: i32,
 }
 
 /// Where an object was read: a file, the 1-based document in its YAML/JSON stream and, for

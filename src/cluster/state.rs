@@ -30,7 +30,10 @@ use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Toleration;
 
-use super::group::GroupKey;
+use std::borrow::Cow;
+
+use super::group::{GroupKey, PodSetHint};
+use super::sets::SetEntry;
 use super::kueue::{ClusterQueue, KueueObjects, LocalQueue, ResourceFlavor, Topology};
 use super::{BoundPod, Cluster, Workload};
 use crate::topology::capacity::FreeCapacity;
@@ -54,6 +57,8 @@ pub struct PodUsage {
     pub requests: ResourceList,
     /// The group it belongs to.
     pub group: GroupKey,
+    /// Its PodSet in the group, as the pod says.
+    pub pod_set: PodSetHint,
     /// Recorded by a bind and not yet shown by the watch.
     pub assumed: bool,
 }
@@ -100,6 +105,7 @@ pub struct ClusterState {
     pods: HashMap<String, PodUsage>,
     members: HashMap<GroupKey, BTreeSet<String>>,
     jobs: BTreeMap<(String, String), Workload>,
+    sets: BTreeMap<GroupKey, SetEntry>,
     kueue: KueueObjects,
     trees: Mutex<HashMap<String, Arc<FlavorTopology>>>,
     topology_generation: u64,
@@ -124,6 +130,9 @@ impl ClusterState {
         }
         for ((namespace, name), workload) in &cluster.jobs {
             state.apply_job(namespace, name, workload.clone());
+        }
+        for (key, entry) in &cluster.sets {
+            state.apply_set(key.clone(), entry.clone());
         }
         for (name, t) in &cluster.kueue.topologies {
             state.apply_topology(name, t.clone());
@@ -284,6 +293,7 @@ impl ClusterState {
                 node,
                 requests: pod.requests.clone(),
                 group: pod.group.clone(),
+                pod_set: pod.pod_set.clone(),
                 assumed: false,
             },
         );
@@ -445,6 +455,35 @@ impl ClusterState {
     /// The unfinished Job `namespace/name`.
     pub fn job(&self, namespace: &str, name: &str) -> Option<&Workload> {
         self.jobs.get(&(namespace.to_string(), name.to_string()))
+    }
+
+    /// A JobSet or LeaderWorkerSet, under the set's own key.
+    pub fn apply_set(&mut self, key: GroupKey, entry: SetEntry) {
+        self.sets.insert(key, entry);
+    }
+
+    /// A JobSet or LeaderWorkerSet deleted (or a JobSet finished).
+    pub fn delete_set(&mut self, key: &GroupKey) -> bool {
+        self.sets.remove(key).is_some()
+    }
+
+    /// The keys of every set of `kind` (JobSet or LeaderWorkerSet).
+    pub fn set_keys(&self, kind: super::WorkloadKind) -> Vec<GroupKey> {
+        self.sets.keys().filter(|k| k.kind == kind).cloned().collect()
+    }
+
+    /// The workload of a group: its Job's, its JobSet's, or its LeaderWorkerSet replica
+    /// group's. `None` for a group whose object is not known (or a pod group, a single pod).
+    pub fn workload(&self, group: &GroupKey) -> Option<Cow<'_, Workload>> {
+        if group.kind == super::WorkloadKind::Job {
+            return self.job(&group.namespace, &group.name).map(Cow::Borrowed);
+        }
+        let (set, index) = SetEntry::set_of(group)?;
+        let entry = self.sets.get(&set)?;
+        if group.kind == super::WorkloadKind::JobSet {
+            return Some(Cow::Borrowed(&entry.workload));
+        }
+        entry.group(&set, index).map(Cow::Owned)
     }
 
     /// How many unfinished Jobs are known.

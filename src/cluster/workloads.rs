@@ -14,12 +14,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
-use super::group::GroupKey;
+use super::group::{GroupKey, PodSetHint};
 use super::pod_requests::pod_requests;
+use super::sets::{JobSet, LeaderWorkerSet, SetEntry};
 use super::{BoundPod, FieldError, LoadError, PendingPodSet, Source, Workload, WorkloadKind};
 use crate::keys;
 use crate::topology::PodSetSpec;
@@ -42,11 +43,28 @@ pub(super) struct Derived {
     pub bound_pods: Vec<BoundPod>,
     pub workloads: Vec<Workload>,
     pub jobs: BTreeMap<(String, String), Workload>,
+    pub sets: BTreeMap<GroupKey, SetEntry>,
     pub warnings: Vec<String>,
 }
 
-/// Splits pods and jobs into bound pods and pending workloads (see the module rules).
-pub(super) fn derive(pods: Vec<Seen<Pod>>, jobs: Vec<Seen<Job>>) -> Result<Derived, LoadError> {
+/// The objects [`derive`] reads.
+#[derive(Default)]
+pub(super) struct Objects {
+    pub pods: Vec<Seen<Pod>>,
+    pub jobs: Vec<Seen<Job>>,
+    pub jobsets: Vec<Seen<JobSet>>,
+    pub lws: Vec<Seen<LeaderWorkerSet>>,
+}
+
+/// Splits pods, Jobs, JobSets and LeaderWorkerSets into bound pods and pending workloads (see
+/// the module rules).
+pub(super) fn derive(objects: Objects) -> Result<Derived, LoadError> {
+    let Objects {
+        pods,
+        jobs,
+        jobsets,
+        lws,
+    } = objects;
     let mut bound_pods = Vec::new();
     let mut warnings = Vec::new();
     let mut pending: Vec<(usize, Workload)> = Vec::new();
@@ -54,6 +72,7 @@ pub(super) fn derive(pods: Vec<Seen<Pod>>, jobs: Vec<Seen<Job>>) -> Result<Deriv
     let mut running_jobs = BTreeSet::new();
     let mut running_groups = BTreeSet::new();
     let mut groups: BTreeMap<(String, String), Group> = BTreeMap::new();
+    let mut running_sets: BTreeSet<GroupKey> = BTreeSet::new();
 
     for Seen {
         seq,
@@ -76,6 +95,19 @@ pub(super) fn derive(pods: Vec<Seen<Pod>>, jobs: Vec<Seen<Job>>) -> Result<Deriv
         let owner_job = controller_job_of(&pod.metadata);
         if let Some(job) = &owner_job {
             running_jobs.insert((namespace.clone(), job.clone()));
+        }
+        let key = GroupKey::of_pod(&pod.metadata);
+        if matches!(
+            key.kind,
+            WorkloadKind::JobSet | WorkloadKind::LeaderWorkerSet
+        ) {
+            // A set's pod, pending or bound, belongs to the set's workload; a bound one means
+            // the workload runs.
+            if let Some(bound) = bound_pod_of(&pod).map_err(fail)? {
+                running_sets.insert(key);
+                bound_pods.push(bound);
+            }
+            continue;
         }
         let group_name = label_value(&pod.metadata, keys::POD_GROUP_NAME_LABEL);
         if let Some(bound) = bound_pod_of(&pod).map_err(fail)? {
@@ -163,7 +195,8 @@ pub(super) fn derive(pods: Vec<Seen<Pod>>, jobs: Vec<Seen<Job>>) -> Result<Deriv
     {
         let namespace = namespace_or_default(&job.metadata);
         let name = job.metadata.name.clone().unwrap_or_default();
-        if job_finished(&job) {
+        if job_finished(&job) || owned_by_jobset(&job.metadata) {
+            // A JobSet's Job is placed as part of its JobSet.
             continue;
         }
         let key = (namespace.clone(), name.clone());
@@ -192,13 +225,69 @@ pub(super) fn derive(pods: Vec<Seen<Pod>>, jobs: Vec<Seen<Job>>) -> Result<Deriv
         pending.push((seq, workload));
     }
 
+    let mut sets = BTreeMap::new();
+    let set_fail = |at: &Source, what: String| {
+        let at = at.clone();
+        move |e: FieldError| LoadError::Object {
+            at,
+            object: Some(what),
+            field: e.field,
+            message: e.message,
+        }
+    };
+    for Seen { seq, at, object } in jobsets {
+        if object.finished() {
+            continue;
+        }
+        let (key, entry) = SetEntry::of_jobset(&object, &at)
+            .map_err(set_fail(&at, format!("JobSet {}", label_of(&object.metadata))))?;
+        if !running_sets.contains(&key) {
+            pending.push((seq, entry.workload.clone()));
+        }
+        sets.insert(key, entry);
+    }
+    for Seen { seq, at, object } in lws {
+        let (key, entry) = SetEntry::of_lws(&object, &at).map_err(set_fail(
+            &at,
+            format!("LeaderWorkerSet {}", label_of(&object.metadata)),
+        ))?;
+        for index in 0..entry.groups {
+            let Some(w) = entry.group(&key, index) else {
+                continue;
+            };
+            let group = GroupKey::lws_group(key.namespace.clone(), &key.name, index);
+            if !running_sets.contains(&group) {
+                pending.push((seq, w));
+            }
+        }
+        sets.insert(key, entry);
+    }
+
     pending.sort_by_key(|(seq, _)| *seq);
     Ok(Derived {
         bound_pods,
         workloads: pending.into_iter().map(|(_, w)| w).collect(),
         jobs: all_jobs,
+        sets,
         warnings,
     })
+}
+
+/// `namespace/name` of an object, for messages.
+fn label_of(meta: &ObjectMeta) -> String {
+    format!("{}/{}", namespace_or_default(meta), name_or_generate_name(meta))
+}
+
+/// A Job a JobSet controls (its pods belong to the JobSet's workload).
+pub fn owned_by_jobset(meta: &ObjectMeta) -> bool {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .any(|r| r.controller == Some(true) && r.kind == "JobSet")
+        || meta
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(keys::JOBSET_NAME_LABEL))
 }
 
 /// A pod in phase `Succeeded` or `Failed`: it holds nothing and is placed nowhere.
@@ -232,6 +321,7 @@ pub fn bound_pod_of(pod: &Pod) -> Result<Option<BoundPod>, FieldError> {
             .any(|k| annotations.contains_key(*k)),
         owner_job: controller_job_of(meta),
         group: GroupKey::of_pod(meta),
+        pod_set: PodSetHint::of_pod(meta),
         labels: meta.labels.clone().unwrap_or_default(),
         annotations,
     }))
@@ -351,21 +441,16 @@ fn job_workload(
             "missing (a Job needs a pod template)",
         ));
     };
-    let parallelism = non_negative(spec.parallelism, "spec.parallelism")?.unwrap_or(1);
-    let completions = non_negative(spec.completions, "spec.completions")?;
-    // Kueue's podsCount: parallelism, unless fewer completions remain to run.
-    let count = match completions {
-        Some(c) if c < parallelism => c,
-        _ => parallelism,
-    };
+    let count = job_pod_count(spec, "spec")?;
     let template_meta = spec.template.metadata.clone().unwrap_or_default();
     Ok(Workload {
         kind: WorkloadKind::Job,
         queue_name: queue_name(&job.metadata),
         pod_sets: vec![PendingPodSet {
-            spec: pod_set_spec(pod_spec, count, "spec.template.spec")?,
+            spec: pod_set_spec(MAIN_POD_SET, pod_spec, count, "spec.template.spec")?,
             annotations: template_meta.annotations.unwrap_or_default(),
             annotations_path: "spec.template.metadata.annotations".to_string(),
+            pods_per_replica: count,
         }],
         source: at.clone(),
         namespace,
@@ -373,7 +458,18 @@ fn job_workload(
     })
 }
 
-fn non_negative(value: Option<i32>, field: &str) -> Result<Option<i32>, FieldError> {
+/// Kueue's pod count of a Job: parallelism (1 when absent), unless fewer completions remain
+/// to run. `path` is where the Job spec sits, for messages.
+pub(super) fn job_pod_count(spec: &JobSpec, path: &str) -> Result<i32, FieldError> {
+    let parallelism = non_negative(spec.parallelism, &format!("{path}.parallelism"))?.unwrap_or(1);
+    let completions = non_negative(spec.completions, &format!("{path}.completions"))?;
+    Ok(match completions {
+        Some(c) if c < parallelism => c,
+        _ => parallelism,
+    })
+}
+
+pub(super) fn non_negative(value: Option<i32>, field: &str) -> Result<Option<i32>, FieldError> {
     match value {
         Some(v) if v < 0 => Err(FieldError::new(
             field,
@@ -383,7 +479,6 @@ fn non_negative(value: Option<i32>, field: &str) -> Result<Option<i32>, FieldErr
     }
 }
 
-/// A Job with a `Complete` or `Failed` condition holds nothing and waits for nothing.
 /// A Job with a `Complete` or `Failed` condition: it places nothing more.
 pub fn job_finished(job: &Job) -> bool {
     job.status
@@ -401,14 +496,21 @@ fn pending_pod_set(
     count: i32,
 ) -> Result<PendingPodSet, FieldError> {
     Ok(PendingPodSet {
-        spec: pod_set_spec(spec, count, "spec")?,
+        spec: pod_set_spec(MAIN_POD_SET, spec, count, "spec")?,
         annotations: meta.annotations.clone().unwrap_or_default(),
         annotations_path: "metadata.annotations".to_string(),
+        pods_per_replica: count,
     })
 }
 
-/// Count, requests and scheduling constraints of a PodSet; `topology` is left to admission.
-fn pod_set_spec(spec: &PodSpec, count: i32, spec_path: &str) -> Result<PodSetSpec, FieldError> {
+/// Count, requests and scheduling constraints of PodSet `name`; `topology` is left to
+/// admission.
+pub(super) fn pod_set_spec(
+    name: &str,
+    spec: &PodSpec,
+    count: i32,
+    spec_path: &str,
+) -> Result<PodSetSpec, FieldError> {
     let node_affinity = spec
         .affinity
         .as_ref()
@@ -416,7 +518,7 @@ fn pod_set_spec(spec: &PodSpec, count: i32, spec_path: &str) -> Result<PodSetSpe
     // `..Default::default()` keeps this compiling if topology/ adds fields to PodSetSpec.
     #[allow(clippy::needless_update)]
     Ok(PodSetSpec {
-        name: MAIN_POD_SET.to_string(),
+        name: name.to_string(),
         count,
         requests: pod_requests(spec, spec_path)?,
         topology: None,
@@ -462,7 +564,7 @@ fn annotation_value(meta: &ObjectMeta, key: &str) -> Option<String> {
 }
 
 /// The LocalQueue named by the queue-name label, else by the legacy annotation.
-fn queue_name(meta: &ObjectMeta) -> Option<String> {
+pub(super) fn queue_name(meta: &ObjectMeta) -> Option<String> {
     label_value(meta, keys::QUEUE_NAME_LABEL)
         .or_else(|| annotation_value(meta, keys::QUEUE_NAME_ANNOTATION))
 }

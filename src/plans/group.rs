@@ -3,7 +3,7 @@
 
 use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodSpec};
 
-use crate::cluster::group::GroupKey;
+use crate::cluster::group::{GroupKey, PodSetHint};
 use crate::cluster::{
     controller_job_ref, name_or_generate_name, namespace_or_default, pod_marks_tas, pod_requests,
 };
@@ -21,8 +21,12 @@ pub struct PodFacts {
     pub name: String,
     /// The group it belongs to.
     pub group: GroupKey,
+    /// Its PodSet in the group, as far as the pod says.
+    pub pod_set: PodSetHint,
     /// `batch.kubernetes.io/job-completion-index` (annotation or label) of an Indexed Job.
     pub completion_index: Option<usize>,
+    /// `jobset.sigs.k8s.io/job-index` of a JobSet's pod: its Job among the replicas.
+    pub job_index: Option<usize>,
     /// Its effective requests, without the `pods` slot.
     pub requests: ResourceList,
     /// It names a queue or carries a `kueue.x-k8s.io/podset-*` annotation: a TAS candidate.
@@ -64,6 +68,15 @@ impl PodFacts {
                 )
             })?),
         };
+        let job_index = match labels.and_then(|l| l.get(keys::JOBSET_JOB_INDEX_LABEL)) {
+            None => None,
+            Some(v) => Some(v.parse::<usize>().map_err(|_| {
+                format!(
+                    "{label}: metadata.labels[{:?}]: not a job index: {v:?}",
+                    keys::JOBSET_JOB_INDEX_LABEL
+                )
+            })?),
+        };
         let tas_marked = pod_marks_tas(meta);
         let owner = match controller_job_ref(meta) {
             Some(r) => ObjectReference {
@@ -88,7 +101,9 @@ impl PodFacts {
             namespace,
             name,
             group,
+            pod_set: PodSetHint::of_pod(meta),
             completion_index,
+            job_index,
             requests,
             tas_marked,
             owner,

@@ -38,10 +38,11 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 
-use crate::cluster::admit::{Route, route};
+use crate::cluster::admit::{Route, RoutedPodSet, RoutedWorkload, route};
+use crate::cluster::group::{LWS_LEADER_POD_SET, LWS_WORKER_POD_SET, PodSetHint};
 use crate::cluster::state::{ClusterState, FlavorTopology, NodeId, PodUsage};
 use crate::keys;
-use crate::topology::placement::{GroupRequest, PlacementContext, place_group};
+use crate::topology::placement::{Assignment, GroupRequest, PlacementContext, place_group};
 use crate::topology::tree::{DomainIdx, TopologyTree};
 use crate::topology::{FeatureGates, PodSetSpec, ResourceList};
 
@@ -197,6 +198,18 @@ pub struct BindTicket {
     pub already_bound: bool,
 }
 
+/// Why one placement unit of a workload does not fit.
+struct UnitFailure {
+    /// The PodSet (the workers of a leader + workers pair).
+    key: PlanKey,
+    /// Pods of the unit.
+    pods: i32,
+    /// The engine's words (Kueue's message).
+    message: String,
+    /// It would not fit on an empty cluster either.
+    unresolvable: bool,
+}
+
 /// A plan that did not fit, remembered until capacity is given back.
 #[derive(Debug, Clone)]
 struct Failure {
@@ -245,6 +258,8 @@ struct Plan {
     touched: Instant,
     /// Where Events about the plan go.
     owner: ObjectReference,
+    /// Pods per replica (a JobSet's pods per Job), for ranks.
+    pods_per_replica: usize,
 }
 
 impl Plan {
@@ -287,6 +302,7 @@ impl Plan {
 #[derive(Debug, Clone)]
 struct SeenPod {
     key: PlanKey,
+    pod_set: PodSetHint,
     owner: ObjectReference,
     requests: ResourceList,
     bound_to: Option<String>,
@@ -301,7 +317,7 @@ pub struct PlanBook {
     plans: HashMap<PlanKey, Plan>,
     held: HeldCapacity,
     pods: HashMap<String, SeenPod>,
-    failures: HashMap<PlanKey, Failure>,
+    failures: HashMap<GroupKey, Failure>,
     /// Moves whenever the book gives capacity back; failures of older generations are stale.
     generation: u64,
     last_sweep: Option<Instant>,
@@ -381,9 +397,7 @@ impl PlanBook {
 
     /// The engine's message for a group whose plan did not fit (Kueue's words).
     pub fn group_failure(&self, group: &GroupKey) -> Option<&str> {
-        self.failures
-            .get(&main_key(group))
-            .map(|f| f.message.as_str())
+        self.failures.get(group).map(|f| f.message.as_str())
     }
 
     fn publish(&self) {
@@ -418,29 +432,23 @@ impl PlanBook {
             Ok(f) => f,
             Err(e) => return FilterVerdict::Invalid(e),
         };
-        let key = main_key(&facts.group);
-        let seen = self
-            .pods
-            .entry(facts.uid.clone())
-            .or_insert_with(|| SeenPod {
-                key: key.clone(),
-                owner: facts.owner.clone(),
-                requests: facts.requests.clone(),
-                bound_to: None,
-                binding: false,
-                seen: now,
-            });
-        seen.seen = now;
-        if let Some(node) = seen.bound_to.clone() {
-            return only(
-                candidates,
-                &[node.as_str()],
-                format!("node(s) other than {node}, where the pod is bound"),
-            );
+        if let Some(seen) = self.pods.get_mut(&facts.uid) {
+            seen.seen = now;
+            if let Some(node) = seen.bound_to.clone() {
+                return only(
+                    candidates,
+                    &[node.as_str()],
+                    format!("node(s) other than {node}, where the pod is bound"),
+                );
+            }
         }
-        if !self.plans.contains_key(&key) {
-            match route(pod, &facts.group, facts.tas_marked, state, &self.gates) {
-                Ok(Route::Lone) => return self.lone_filter(state, &facts, candidates),
+        let key = match self.planned_key(&facts) {
+            Some(key) => key,
+            None => match route(pod, &facts.group, facts.tas_marked, state, &self.gates) {
+                Ok(Route::Lone) => {
+                    self.see(&facts, main_key(&facts.group), now);
+                    return self.lone_filter(state, &facts, candidates);
+                }
                 Ok(Route::Denied(d)) => {
                     return FilterVerdict::Only {
                         pass: Vec::new(),
@@ -454,20 +462,66 @@ impl PlanBook {
                         },
                     };
                 }
-                Ok(Route::Group { flavor, spec }) => {
+                Ok(Route::Workload(routed)) => {
                     if let Err(rejection) =
-                        self.make_plan(state, &key, &flavor, &spec, now, Some(&facts.owner))
+                        self.plan_workload(state, &facts.group, &routed, now, Some(&facts.owner))
                     {
                         return FilterVerdict::Only {
                             pass: Vec::new(),
                             rejected: rejection,
                         };
                     }
+                    PlanKey {
+                        group: facts.group.clone(),
+                        pod_set: routed.pod_set.clone(),
+                    }
                 }
                 Err(e) => return FilterVerdict::Invalid(e),
-            }
-        }
+            },
+        };
+        self.see(&facts, key.clone(), now);
         self.seat_filter(state, &key, &facts, candidates, now)
+    }
+
+    /// Records a pod seen in `filter` under its plan key (what `bind` needs).
+    fn see(&mut self, facts: &PodFacts, key: PlanKey, now: Instant) {
+        let seen = self
+            .pods
+            .entry(facts.uid.clone())
+            .or_insert_with(|| SeenPod {
+                key: key.clone(),
+                pod_set: facts.pod_set.clone(),
+                owner: facts.owner.clone(),
+                requests: facts.requests.clone(),
+                bound_to: None,
+                binding: false,
+                seen: now,
+            });
+        seen.key = key;
+        seen.seen = now;
+    }
+
+    /// The key of the live plan of the pod's PodSet, if there is one.
+    fn planned_key(&self, facts: &PodFacts) -> Option<PlanKey> {
+        let candidates: &[&str] = match &facts.pod_set {
+            PodSetHint::Main => &[MAIN_POD_SET],
+            PodSetHint::Named(name) => {
+                let key = PlanKey {
+                    group: facts.group.clone(),
+                    pod_set: name.clone(),
+                };
+                return self.plans.contains_key(&key).then_some(key);
+            }
+            PodSetHint::LwsWorker(0) => &[LWS_LEADER_POD_SET, MAIN_POD_SET],
+            PodSetHint::LwsWorker(_) => &[LWS_WORKER_POD_SET, MAIN_POD_SET],
+        };
+        candidates.iter().find_map(|name| {
+            let key = PlanKey {
+                group: facts.group.clone(),
+                pod_set: (*name).to_string(),
+            };
+            self.plans.contains_key(&key).then_some(key)
+        })
     }
 
     /// Why `pod`'s group cannot be planned, in the engine's (Kueue's) words, without making
@@ -475,16 +529,15 @@ impl PlanBook {
     /// node down. `None` when the group would fit, has a plan, or is not a TAS group.
     pub fn diagnose(&mut self, state: &ClusterState, pod: &Pod, now: Instant) -> Option<String> {
         let facts = PodFacts::of(pod).ok()?;
-        let key = main_key(&facts.group);
-        if self.plans.contains_key(&key) {
+        if self.planned_key(&facts).is_some() {
             return None;
         }
-        let Ok(Route::Group { flavor, spec }) =
+        let Ok(Route::Workload(routed)) =
             route(pod, &facts.group, facts.tas_marked, state, &self.gates)
         else {
             return None;
         };
-        self.make_plan(state, &key, &flavor, &spec, now, None)
+        self.plan_workload(state, &facts.group, &routed, now, None)
             .err()?;
         self.group_failure(&facts.group).map(str::to_string)
     }
@@ -497,7 +550,7 @@ impl PlanBook {
         if let Some(node) = self.pods.get(&facts.uid).and_then(|p| p.bound_to.clone()) {
             return positions(candidates, |c| c == node);
         }
-        let Some(plan) = self.plans.get(&main_key(&facts.group)) else {
+        let Some(plan) = self.planned_key(&facts).and_then(|k| self.plans.get(&k)) else {
             return Vec::new();
         };
         let Some(&s) = plan.by_uid.get(&facts.uid) else {
@@ -615,6 +668,7 @@ impl PlanBook {
         seen.binding = false;
         seen.bound_to = Some(ticket.node.clone());
         let key = seen.key.clone();
+        let pod_set = seen.pod_set.clone();
         let requests = seen.requests.clone();
         if let Some(plan) = self.plans.get_mut(&key)
             && let Some(&s) = plan.by_uid.get(&ticket.uid)
@@ -651,6 +705,7 @@ impl PlanBook {
                 node: ticket.node_id,
                 requests,
                 group: key.group,
+                pod_set,
                 assumed: true,
             },
         );
@@ -696,116 +751,247 @@ impl PlanBook {
         state.free_capacity(f, |id| self.held.at(id))
     }
 
-    /// Plans the PodSet, or says why it does not fit; with an `owner` the plan is kept (and
-    /// noticed), without one it is only tried (a diagnosis).
-    fn make_plan(
+    /// Plans every PodSet of the workload that has no plan yet, or says why the workload does
+    /// not fit. With an `owner` the plans are kept (and noticed); without one they are only
+    /// tried (a diagnosis) and every hold is given back.
+    ///
+    /// Kueue's order: flavors by name; in a flavor, PodSets joined by `podset-group-name` are
+    /// one placement (workers and a leader in one domain), others one each, in the workload's
+    /// order; each placement holds its seats before the next is computed, so it is usage for
+    /// the next. The first that does not fit fails the whole workload, and what the earlier
+    /// ones held is given back: no pod of a workload passes before all of it has its plan.
+    fn plan_workload(
         &mut self,
         state: &ClusterState,
-        key: &PlanKey,
-        flavor_name: &str,
-        spec: &PodSetSpec,
+        group: &GroupKey,
+        routed: &RoutedWorkload,
         now: Instant,
         owner: Option<&ObjectReference>,
     ) -> Result<(), Rejection> {
         let generations = (state.capacity_generation(), self.generation);
-        if let Some(f) = self.failures.get(key)
+        if let Some(f) = self.failures.get(group)
             && f.generations == generations
         {
             return Err(f.rejection.clone());
         }
-        let Some(flavor) = state.flavor(flavor_name) else {
-            return Err(Rejection {
-                reason: format!(
-                    "node(s) cannot be used: ResourceFlavor {flavor_name:?} has no Topology"
+        let names: Vec<&str> = routed.pod_sets.iter().map(|p| p.spec.name.as_str()).collect();
+        // Pods of the workload already holding capacity (a restart, a replacement), per PodSet.
+        let mut bound: HashMap<&str, Vec<NodeId>> = HashMap::new();
+        for p in state.members(group) {
+            if let Some(name) = p.pod_set.resolve(&names) {
+                bound.entry(name).or_default().push(p.node);
+            }
+        }
+        let mut made: Vec<(PlanKey, Plan)> = Vec::new();
+        for unit in placement_units(routed) {
+            let members: Vec<&RoutedPodSet> = unit
+                .iter()
+                .map(|&i| &routed.pod_sets[i])
+                .filter(|p| {
+                    !self.plans.contains_key(&PlanKey {
+                        group: group.clone(),
+                        pod_set: p.spec.name.clone(),
+                    })
+                })
+                .collect();
+            let outcome =
+                self.plan_unit(state, group, &members, &bound, &routed.pod_set, now, owner);
+            match outcome {
+                Ok(plans) => {
+                    for (_, plan) in &plans {
+                        for seat in &plan.seats {
+                            self.held.hold(plan.node_id(seat), &plan.requests);
+                        }
+                    }
+                    made.extend(plans);
+                }
+                Err(failure) => {
+                    self.release_all(&made);
+                    let rejection = Rejection {
+                        reason: format!(
+                            "node(s) cannot take {} ({} pods): {}",
+                            failure.key, failure.pods, failure.message
+                        )
+                        .into(),
+                        unresolvable: failure.unresolvable,
+                    };
+                    PlanCounters::bump(&self.counters.groups_not_fit);
+                    if let Some(owner) = owner {
+                        self.notice(
+                            owner,
+                            true,
+                            "TopologyDoesNotFit",
+                            rejection.reason.to_string(),
+                        );
+                    }
+                    self.failures.insert(
+                        group.clone(),
+                        Failure {
+                            generations,
+                            message: failure.message,
+                            rejection: rejection.clone(),
+                        },
+                    );
+                    return Err(rejection);
+                }
+            }
+        }
+        let Some(owner) = owner else {
+            self.release_all(&made);
+            return Ok(());
+        };
+        let note = made
+            .iter()
+            .map(|(key, plan)| {
+                format!(
+                    "{} pod(s) of {key} in {} (ResourceFlavor {})",
+                    plan.seats.len(),
+                    describe_plan(plan),
+                    plan.flavor.name
                 )
-                .into(),
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        for (key, plan) in made {
+            self.plans.insert(key, plan);
+            PlanCounters::bump(&self.counters.plans_made);
+        }
+        self.failures.remove(group);
+        if !note.is_empty() {
+            self.notice(owner, false, "TopologyPlanned", format!("planned {note}"));
+        }
+        Ok(())
+    }
+
+    /// Gives back the holds of plans made but not kept.
+    fn release_all(&mut self, made: &[(PlanKey, Plan)]) {
+        for (_, plan) in made {
+            for seat in &plan.seats {
+                self.held.release(plan.node_id(seat), &plan.requests);
+            }
+        }
+    }
+
+    /// Places one unit (one PodSet, or workers and their leader) on current free capacity
+    /// (usage, every hold, the earlier units of this workload). The plans come back without
+    /// holds.
+    #[allow(clippy::too_many_arguments)]
+    fn plan_unit(
+        &mut self,
+        state: &ClusterState,
+        group: &GroupKey,
+        members: &[&RoutedPodSet],
+        bound: &HashMap<&str, Vec<NodeId>>,
+        asking: &str,
+        now: Instant,
+        owner: Option<&ObjectReference>,
+    ) -> Result<Vec<(PlanKey, Plan)>, UnitFailure> {
+        // PodSets of size 0 get no placement (Kueue skips them).
+        let mut members: Vec<&RoutedPodSet> =
+            members.iter().copied().filter(|p| p.spec.count > 0).collect();
+        let Some(first) = members.first() else {
+            return Ok(Vec::new());
+        };
+        let key_of = |p: &RoutedPodSet| PlanKey {
+            group: group.clone(),
+            pod_set: p.spec.name.clone(),
+        };
+        let flavor_name = first.flavor.clone();
+        let Some(flavor) = state.flavor(&flavor_name) else {
+            return Err(UnitFailure {
+                key: key_of(first),
+                pods: first.spec.count,
+                message: format!("ResourceFlavor {flavor_name:?} has no Topology"),
                 unresolvable: true,
             });
         };
+        // Workers first, leader second; the larger one is the workers (on a tie the second is
+        // the leader).
+        if members.len() == 2 && members[1].spec.count > members[0].spec.count {
+            members.swap(0, 1);
+        }
         let tree = &flavor.tree;
-        let level = spec
+        let workers = members[0];
+        let level = workers
+            .spec
             .topology
             .as_ref()
             .and_then(|t| t.required.as_ref().or(t.preferred.as_ref()))
             .and_then(|l| tree.level_index(l));
-        // Pods of the group already holding capacity (a restart, a replacement): plan only the
-        // rest, inside the domain they sit in.
-        let bound: Vec<DomainIdx> = state
-            .members(&key.group)
-            .filter_map(|p| state.node(p.node))
-            .filter_map(|n| tree.leaf_of_node(&n.name))
-            .collect();
-        let mut request = spec.clone();
-        let mut within = None;
-        if !bound.is_empty() {
-            request.count = (spec.count - bound.len() as i32).max(1);
-            within = level.and_then(|l| common_ancestor(tree, &bound, l));
-            if let Some(t) = &mut request.topology
-                && t.slice_layers
-                    .first()
-                    .is_some_and(|s| s.size > 0 && request.count % s.size != 0)
-            {
-                t.slice_layers.clear();
+        let bound_leaves = |p: &RoutedPodSet| -> Vec<DomainIdx> {
+            bound
+                .get(p.spec.name.as_str())
+                .into_iter()
+                .flatten()
+                .filter_map(|&id| state.node(id))
+                .filter_map(|n| tree.leaf_of_node(&n.name))
+                .collect()
+        };
+        let all_bound: Vec<DomainIdx> = members.iter().flat_map(|p| bound_leaves(p)).collect();
+        let within = if all_bound.is_empty() {
+            None
+        } else {
+            level.and_then(|l| common_ancestor(tree, &all_bound, l))
+        };
+        // What is left to place of each PodSet: the pods not holding capacity yet; the PodSet of
+        // the pod that asks gets at least its seat (a replacement).
+        let remaining = |p: &RoutedPodSet| -> i32 {
+            let left = p.spec.count - bound_leaves(p).len() as i32;
+            if p.spec.name == asking { left.max(1) } else { left.max(0) }
+        };
+        let mut requests: Vec<PodSetSpec> = Vec::new();
+        for p in &members {
+            let mut spec = p.spec.clone();
+            let left = remaining(p);
+            if left != spec.count {
+                spec.count = left;
+                if let Some(t) = &mut spec.topology
+                    && t.slice_layers
+                        .first()
+                        .is_some_and(|s| s.size > 0 && spec.count % s.size != 0)
+                {
+                    t.slice_layers.clear();
+                }
             }
+            requests.push(spec);
+        }
+        // A leader already placed leaves only the workers; workers all placed leave the leader
+        // to be placed alone.
+        let (workers_req, leader_req, workers_set, leader_set) = match (requests.len(), &requests[..])
+        {
+            (2, [w, l]) if w.count > 0 && l.count > 0 => (w, Some(l), members[0], Some(members[1])),
+            (2, [w, l]) if w.count == 0 => (l, None, members[1], None),
+            (_, [w, ..]) => (w, None, members[0], None),
+            _ => return Ok(Vec::new()),
+        };
+        if workers_req.count == 0 {
+            return Ok(Vec::new());
         }
         let free = self.free_capacity(state, &flavor);
         let ctx = PlacementContext {
             tree,
             free: &free,
             gates: &self.gates,
-            flavor_name,
+            flavor_name: &flavor_name,
             flavor_tolerations: &flavor.tolerations,
         };
+        let request = GroupRequest {
+            workers: workers_req,
+            leader: leader_req,
+            within,
+        };
         let started = Instant::now();
-        let outcome = place_group(
-            &ctx,
-            &GroupRequest {
-                workers: &request,
-                leader: None,
-                within,
-            },
-        );
+        let outcome = place_group(&ctx, &request);
         tracing::info!(
-            group = %key,
-            pods = request.count,
+            group = %key_of(workers_set),
+            pods = workers_req.count + leader_req.map_or(0, |l| l.count),
             place_ms = started.elapsed().as_secs_f64() * 1e3,
             fits = outcome.is_ok(),
             "group planned"
         );
-        match (outcome, owner) {
-            (Ok(_), None) => Ok(()),
-            (Ok(placement), Some(owner)) => {
-                let mut plan = Plan {
-                    flavor: flavor.clone(),
-                    requests: spec.requests.clone(),
-                    level,
-                    seats: Vec::with_capacity(request.count as usize),
-                    by_uid: HashMap::new(),
-                    touched: now,
-                    owner: owner.clone(),
-                };
-                for &(leaf, count) in &placement.workers.domains {
-                    for _ in 0..count {
-                        let member = self.hold_in_leaf(state, &flavor, leaf, &plan.requests);
-                        plan.seats.push(Seat {
-                            leaf,
-                            member,
-                            holder: Holder::Open,
-                        });
-                    }
-                }
-                let note = format!(
-                    "planned {} pod(s) of {key} in {} (ResourceFlavor {flavor_name})",
-                    plan.seats.len(),
-                    describe_plan(&plan)
-                );
-                self.plans.insert(key.clone(), plan);
-                self.failures.remove(key);
-                PlanCounters::bump(&self.counters.plans_made);
-                self.notice(owner, false, "TopologyPlanned", note);
-                Ok(())
-            }
-            (Err(not_fit), owner) => {
+        let placement = match outcome {
+            Ok(p) => p,
+            Err(not_fit) => {
                 // Would it fit on an empty cluster? Then freeing capacity (preemption) may
                 // help; otherwise it never will.
                 let allocatable = state.allocatable(&flavor);
@@ -814,64 +1000,76 @@ impl PlanBook {
                         free: &allocatable,
                         ..ctx
                     },
-                    &GroupRequest {
-                        workers: &request,
-                        leader: None,
-                        within,
-                    },
+                    &request,
                 )
                 .is_ok();
-                let rejection = Rejection {
-                    reason: format!(
-                        "node(s) cannot take {key} ({} pods): {}",
-                        spec.count, not_fit.message
-                    )
-                    .into(),
+                return Err(UnitFailure {
+                    key: key_of(workers_set),
+                    pods: workers_set.spec.count + leader_set.map_or(0, |l| l.spec.count),
+                    message: not_fit.message,
                     unresolvable: !fits_empty,
-                };
-                PlanCounters::bump(&self.counters.groups_not_fit);
-                if let Some(owner) = owner {
-                    self.notice(
-                        owner,
-                        true,
-                        "TopologyDoesNotFit",
-                        rejection.reason.to_string(),
-                    );
+                });
+            }
+        };
+        let owner = owner.cloned().unwrap_or_default();
+        let mut plans = Vec::new();
+        let mut add = |set: &RoutedPodSet, assignment: &Assignment, this: &mut Self| {
+            let mut plan = Plan {
+                flavor: flavor.clone(),
+                requests: set.spec.requests.clone(),
+                level,
+                seats: Vec::new(),
+                by_uid: HashMap::new(),
+                touched: now,
+                owner: owner.clone(),
+                pods_per_replica: usize::try_from(set.pods_per_replica).unwrap_or(1).max(1),
+            };
+            for &(leaf, count) in &assignment.domains {
+                for _ in 0..count {
+                    let member = this.member_with_room(state, &flavor, leaf, &plan);
+                    plan.seats.push(Seat {
+                        leaf,
+                        member,
+                        holder: Holder::Open,
+                    });
+                    // Held at once so the next seat sees it; given back below, and held again
+                    // by the caller with the rest of the workload.
+                    this.held.hold(flavor.member_ids[member], &plan.requests);
                 }
-                self.failures.insert(
-                    key.clone(),
-                    Failure {
-                        generations,
-                        message: not_fit.message,
-                        rejection: rejection.clone(),
-                    },
-                );
-                Err(rejection)
+            }
+            plans.push((key_of(set), plan));
+        };
+        add(workers_set, &placement.workers, self);
+        if let (Some(leader_set), Some(leader)) = (leader_set, &placement.leader) {
+            add(leader_set, leader, self);
+        }
+        for (_, plan) in &plans {
+            for seat in &plan.seats {
+                self.held.release(plan.node_id(seat), &plan.requests);
             }
         }
+        Ok(plans)
     }
 
-    /// Holds one pod of `requests` on a node of `leaf` and returns that node (as a member
-    /// index): the first with room once usage and holds are counted, else the leaf's first.
-    fn hold_in_leaf(
-        &mut self,
+    /// A node of `leaf` for one more seat of `plan`: the first with room once usage and holds
+    /// are counted, else the leaf's first.
+    fn member_with_room(
+        &self,
         state: &ClusterState,
         flavor: &FlavorTopology,
         leaf: DomainIdx,
-        requests: &ResourceList,
+        plan: &Plan,
     ) -> usize {
         let members = &flavor.tree.domains[leaf].nodes;
-        let member = members
+        members
             .iter()
             .copied()
             .find(|&m| {
                 let id = flavor.member_ids[m];
-                state.room_for(id, self.held.at(id), requests)
+                state.room_for(id, self.held.at(id), &plan.requests)
             })
             .or_else(|| members.first().copied())
-            .unwrap_or_default();
-        self.held.hold(flavor.member_ids[member], requests);
-        member
+            .unwrap_or_default()
     }
 
     /// The seat's node(s) among the candidates.
@@ -887,7 +1085,13 @@ impl PlanBook {
             return FilterVerdict::Invalid(format!("no plan for {key}"));
         };
         plan.touched = now;
-        let seat = match plan.take_seat(&facts.uid, facts.completion_index) {
+        let rank = facts.pod_set.rank(
+            &key.pod_set,
+            facts.completion_index,
+            facts.job_index,
+            plan.pods_per_replica,
+        );
+        let seat = match plan.take_seat(&facts.uid, rank) {
             Some(s) => s,
             None => match self.extra_seat(state, key, &facts.uid) {
                 Ok(s) => s,
@@ -966,7 +1170,8 @@ impl PlanBook {
                 unresolvable: false,
             });
         };
-        let member = self.hold_in_leaf(state, &flavor, leaf, &requests);
+        let member = self.member_with_room(state, &flavor, leaf, &self.plans[key]);
+        self.held.hold(flavor.member_ids[member], &requests);
         let Some(plan) = self.plans.get_mut(key) else {
             return Err(Rejection {
                 reason: format!("node(s) lost the plan for {key}").into(),
@@ -1083,6 +1288,35 @@ fn main_key(group: &GroupKey) -> PlanKey {
         group: group.clone(),
         pod_set: MAIN_POD_SET.to_string(),
     }
+}
+
+/// A workload's PodSets (indices into `routed.pod_sets`) in the order Kueue places them:
+/// flavors by name; in a flavor, the PodSets sharing a `podset-group-name` as one unit (at the
+/// place of the first), each other PodSet a unit of its own, in the workload's order.
+fn placement_units(routed: &RoutedWorkload) -> Vec<Vec<usize>> {
+    let mut flavors: Vec<&str> = routed.pod_sets.iter().map(|p| p.flavor.as_str()).collect();
+    flavors.sort_unstable();
+    flavors.dedup();
+    let mut units: Vec<Vec<usize>> = Vec::new();
+    for flavor in flavors {
+        let mut named: Vec<(&str, usize)> = Vec::new();
+        for (i, p) in routed.pod_sets.iter().enumerate() {
+            if p.flavor != flavor {
+                continue;
+            }
+            let group = p.spec.topology.as_ref().and_then(|t| t.group_name.as_deref());
+            match group.and_then(|g| named.iter().find(|(n, _)| *n == g)) {
+                Some(&(_, unit)) => units[unit].push(i),
+                None => {
+                    if let Some(g) = group {
+                        named.push((g, units.len()));
+                    }
+                    units.push(vec![i]);
+                }
+            }
+        }
+    }
+    units
 }
 
 /// The domain at `level` holding every leaf, if there is one.

@@ -1,7 +1,8 @@
 //! The pods a workload's controller would create, as the webhook leaves them: the pod
 //! template with the webhook's [`Injection`] applied (the flavor's nodeLabels in
 //! `nodeSelector`, its tolerations, a Job's stamps), owned by their Job (with completion
-//! indices) or labelled with their pod group.
+//! indices; a JobSet's Jobs with the JobSet labels), labelled with their LeaderWorkerSet group
+//! and worker index, or labelled with their pod group.
 
 use std::collections::BTreeMap;
 
@@ -12,9 +13,10 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use crate::admission::AdmittedPodSet;
-use crate::admission::mutation::stamps;
+use crate::admission::mutation::{set_stamps, stamps};
 use crate::admission::patch::Injection;
 use crate::cluster::kueue::ResourceFlavor;
+use crate::cluster::group::{GroupKey, LWS_WORKER_POD_SET};
 use crate::cluster::{Workload, WorkloadKind};
 use crate::keys;
 use crate::topology::resources::{CPU, PODS};
@@ -30,7 +32,17 @@ pub fn pods_of(w: &Workload, index: usize, ps: &AdmittedPodSet, rf: &ResourceFla
     // What the webhook adds to the Job's template (or to each pod).
     let stamps = match w.kind {
         WorkloadKind::Job => stamps(w),
+        WorkloadKind::JobSet | WorkloadKind::LeaderWorkerSet => set_stamps(w, index),
         WorkloadKind::Pod | WorkloadKind::PodGroup => BTreeMap::new(),
+    };
+    let per_replica = w
+        .pod_sets
+        .get(index)
+        .map_or(1, |p| usize::try_from(p.pods_per_replica).unwrap_or(1).max(1));
+    let group = GroupKey {
+        kind: w.kind,
+        namespace: w.namespace.clone(),
+        name: w.name.clone(),
     };
     let injection = Injection::of_flavor(rf, stamps);
     let mut annotations = annotations;
@@ -104,9 +116,50 @@ pub fn pods_of(w: &Workload, index: usize, ps: &AdmittedPodSet, rf: &ResourceFla
                     );
                     format!("{}-{i}", w.name)
                 }
+                WorkloadKind::JobSet => {
+                    let (job_index, completion) = (i / per_replica, i % per_replica);
+                    let job = format!("{}-{}-{job_index}", w.name, spec.name);
+                    annotations.insert(
+                        keys::JOB_COMPLETION_INDEX.to_string(),
+                        completion.to_string(),
+                    );
+                    labels.insert(keys::JOBSET_NAME_LABEL.to_string(), w.name.clone());
+                    labels.insert(
+                        keys::JOBSET_REPLICATED_JOB_LABEL.to_string(),
+                        spec.name.clone(),
+                    );
+                    labels.insert(
+                        keys::JOBSET_JOB_INDEX_LABEL.to_string(),
+                        job_index.to_string(),
+                    );
+                    owner_references = Some(vec![OwnerReference {
+                        api_version: "batch/v1".to_string(),
+                        kind: "Job".to_string(),
+                        uid: format!("job-{}-{job}", w.namespace),
+                        name: job.clone(),
+                        controller: Some(true),
+                        block_owner_deletion: Some(true),
+                    }]);
+                    format!("{job}-{completion}")
+                }
+                WorkloadKind::LeaderWorkerSet => {
+                    let (lws, group_index) = group.lws_parts().unwrap_or((&w.name, 0));
+                    let worker = if spec.name == LWS_WORKER_POD_SET { i + 1 } else { i };
+                    labels.insert(keys::LWS_NAME_LABEL.to_string(), lws.to_string());
+                    labels.insert(
+                        keys::LWS_GROUP_INDEX_LABEL.to_string(),
+                        group_index.to_string(),
+                    );
+                    labels.insert(keys::LWS_WORKER_INDEX_LABEL.to_string(), worker.to_string());
+                    if worker == 0 {
+                        w.name.clone()
+                    } else {
+                        format!("{}-{worker}", w.name)
+                    }
+                }
                 WorkloadKind::Pod => w.name.clone(),
             };
-            if w.kind != WorkloadKind::Job
+            if matches!(w.kind, WorkloadKind::Pod | WorkloadKind::PodGroup)
                 && let Some(q) = &w.queue_name
             {
                 labels.insert(keys::QUEUE_NAME_LABEL.to_string(), q.clone());
