@@ -672,9 +672,9 @@ fn duplicates_name_both_locations() {
 #[test]
 fn unknown_kinds_are_skipped_with_a_warning() {
     let text = format!(
-        "apiVersion: jobset.x-k8s.io/v1alpha2
-kind: JobSet
-metadata: {{name: js, namespace: default}}
+        "apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: web, namespace: default}}
 ---
 apiVersion: v1
 kind: ConfigMap
@@ -690,8 +690,8 @@ metadata: {{name: cm}}
         cluster.warnings,
         [
             format!(
-                "{}: document 1 (JobSet default/js): skipped: kind jobset.x-k8s.io/v1alpha2 \
-                 JobSet is not read by kube-tas",
+                "{}: document 1 (Deployment default/web): skipped: kind apps/v1 Deployment \
+                 is not read by kube-tas",
                 path.display()
             ),
             format!(

@@ -37,6 +37,7 @@ fn pod(uid: &str, node: &str, cpu: i64, job: Option<&str>) -> BoundPod {
         tas: false,
         owner_job: job.map(str::to_string),
         group,
+        pod_set: Default::default(),
         labels: BTreeMap::new(),
         annotations: BTreeMap::new(),
     }
@@ -96,6 +97,7 @@ fn an_assumed_bind_is_confirmed_by_the_watch_and_only_unconfirmed_ones_are_forgo
         node: s.node_id("n1").unwrap(),
         requests: [("cpu".to_string(), 1000)].into(),
         group: GroupKey::of_pod(&Default::default()),
+        pod_set: Default::default(),
         assumed: true,
     };
     s.assume("p1", usage.clone());
