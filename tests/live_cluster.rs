@@ -13,6 +13,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube_tas::admission::{Decision, Webhook};
 use kube_tas::cluster::live::leader::{self, ElectionConfig};
 use kube_tas::cluster::live::{Leadership, Watches};
+use kube_tas::cluster::WorkloadKind;
+use kube_tas::cluster::group::GroupKey;
 use kube_tas::cluster::state::{ClusterState, SharedState};
 use kube_tas::extender::{Binder, Extender, ExtenderBindingArgs};
 use kube_tas::plans::PlanBook;
@@ -99,6 +101,53 @@ fn job_pod(job: &str, index: u32, cpu: u32, node: Option<&str>) -> Value {
         pod["status"]["phase"] = json!("Running");
     }
     pod
+}
+
+/// A JobSet `name` with a driver (1 pod of `driver_cpu`) and `workers` pods of 1 cpu, both
+/// PodSets required in one rack and joined by `podset-group-name`.
+fn jobset(name: &str, driver_cpu: u32, workers: u32) -> Value {
+    let rj = |rj: &str, n: u32, cpu: u32| {
+        json!({"name": rj, "replicas": 1, "template": {"spec": {
+            "parallelism": n, "completions": n, "completionMode": "Indexed",
+            "template": {
+                "metadata": {"annotations": {"kueue.x-k8s.io/podset-required-topology": RACK,
+                    "kueue.x-k8s.io/podset-group-name": "gang"}},
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "w",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"requests": {"cpu": cpu.to_string()}}}]}}}}})
+    };
+    json!({
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"name": name, "namespace": "default", "uid": format!("js-uid-{name}"),
+            "labels": {"kueue.x-k8s.io/queue-name": "tas-queue"}},
+        "spec": {"replicatedJobs": [rj("driver", 1, driver_cpu), rj("workers", workers, 1)]}
+    })
+}
+
+/// Pod `index` of replicated Job `rj` of JobSet `js` (Job index 0), as the Job controller
+/// creates it from the JobSet's Job.
+fn jobset_pod(js: &str, rj: &str, index: u32, cpu: u32) -> Value {
+    let job = format!("{js}-{rj}-0");
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": format!("{job}-{index}"), "namespace": "default",
+            "uid": format!("uid-{job}-{index}"),
+            "labels": {"jobset.sigs.k8s.io/jobset-name": js,
+                "jobset.sigs.k8s.io/replicatedjob-name": rj,
+                "jobset.sigs.k8s.io/job-index": "0",
+                "batch.kubernetes.io/job-completion-index": index.to_string()},
+            "annotations": {"batch.kubernetes.io/job-completion-index": index.to_string(),
+                "kueue.x-k8s.io/podset-required-topology": RACK,
+                "kueue.x-k8s.io/podset-group-name": "gang"},
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job,
+                "uid": format!("job-uid-{job}"), "controller": true}]
+        },
+        "spec": {"containers": [{"name": "w", "image": "registry.k8s.io/pause:3.10",
+            "resources": {"requests": {"cpu": cpu.to_string()}}}],
+            "nodeSelector": {"node-group": "tas"}},
+        "status": {"phase": "Pending"}
+    })
 }
 
 fn lone_pod(name: &str, cpu: u32, node: &str, phase: &str) -> Value {
@@ -509,6 +558,64 @@ async fn the_webhook_sees_a_job_created_after_startup() {
         text.contains("pod-group-total-count") && text.contains("\"3\""),
         "{text}"
     );
+    live.watches.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jobset_created_after_startup_is_planned_as_one_workload() {
+    let live = Live::start(with_objects(two_racks())).await;
+    let extender = live.extender();
+    // A driver pod before its JobSet is watched: an error naming the JobSet, no placement.
+    let driver: Pod = serde_json::from_value(jobset_pod("train", "driver", 0, 4)).unwrap();
+    let err = filter(&extender, &driver).unwrap_err();
+    assert!(
+        err.contains("JobSet default/train") && err.contains("not in kube-tas's cluster view"),
+        "{err}"
+    );
+    // Created: the driver (4 cpu) and 10 workers (1 cpu) need 14 cpu in one rack: only r2
+    // (2 × 8 cpu) has room. The driver's first filter plans the whole JobSet.
+    live.fake.apply(jobset("train", 4, 10));
+    live.until("the JobSet is watched", |s| {
+        s.workload(&GroupKey {
+            kind: WorkloadKind::JobSet,
+            namespace: "default".into(),
+            name: "train".into(),
+        })
+        .is_some()
+    })
+    .await;
+    let nodes = filter(&extender, &driver).unwrap();
+    assert_eq!(nodes.len(), 1, "{nodes:?}");
+    let state = extender.state();
+    assert_eq!(rack_of(&state.read(), &nodes[0]), "r2");
+    let stats = extender.stats();
+    assert_eq!(stats.plans_active, 2, "one plan per PodSet: {stats:?}");
+    assert_eq!(stats.seats_held, 11, "{stats:?}");
+    // Every worker is seated in the driver's rack.
+    for i in 0..10 {
+        let worker: Pod = serde_json::from_value(jobset_pod("train", "workers", i, 1)).unwrap();
+        let nodes = filter(&extender, &worker).unwrap();
+        assert_eq!(nodes.len(), 1, "worker {i}: {nodes:?}");
+        assert_eq!(rack_of(&state.read(), &nodes[0]), "r2", "worker {i}");
+    }
+    // A second JobSet whose workers cannot fit next to it gets no pod through, and holds
+    // nothing: its driver alone would fit in r1, but the workload is planned whole or not
+    // at all.
+    live.fake.apply(jobset("big", 2, 7));
+    live.until("the second JobSet is watched", |s| {
+        s.workload(&GroupKey {
+            kind: WorkloadKind::JobSet,
+            namespace: "default".into(),
+            name: "big".into(),
+        })
+        .is_some()
+    })
+    .await;
+    let big_driver: Pod = serde_json::from_value(jobset_pod("big", "driver", 0, 2)).unwrap();
+    assert_eq!(filter(&extender, &big_driver).unwrap(), Vec::<String>::new());
+    let after = extender.stats();
+    assert_eq!(after.plans_active, 2, "{after:?}");
+    assert_eq!(after.seats_held, 11, "nothing of the refused JobSet is held: {after:?}");
     live.watches.stop().await;
 }
 

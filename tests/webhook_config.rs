@@ -118,9 +118,14 @@ fn registers_the_webhook_as_designed() {
     assert!(excluded.contains(&namespace.as_str()), "{excluded:?}");
     assert!(excluded.contains(&"kube-system"), "{excluded:?}");
 
-    // Jobs and Pods on CREATE, namespaced.
+    // Jobs, Pods, JobSets and LeaderWorkerSets on CREATE, namespaced.
     let rules = hook.rules.as_deref().unwrap_or_default();
-    for (group, version, resource) in [("batch", "v1", "jobs"), ("", "v1", "pods")] {
+    for (group, version, resource) in [
+        ("batch", "v1", "jobs"),
+        ("", "v1", "pods"),
+        ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
+        ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
+    ] {
         let rule = rules
             .iter()
             .find(|r| strings(&r.resources).contains(&resource))
@@ -130,7 +135,7 @@ fn registers_the_webhook_as_designed() {
         assert_eq!(strings(&rule.operations), ["CREATE"], "{resource}");
         assert_eq!(rule.scope.as_deref(), Some("Namespaced"), "{resource}");
     }
-    assert_eq!(rules.len(), 2);
+    assert_eq!(rules.len(), 4);
 
     // Calls are limited to TAS workloads by CEL matchConditions (at most 64, unique names).
     let conditions = hook.match_conditions.as_deref().unwrap_or_default();
@@ -156,6 +161,10 @@ fn registers_the_webhook_as_designed() {
         "'kueue.x-k8s.io/pod-group-name'",
         "'kube-tas.io/'",
         "object.spec.template.metadata.annotations",
+        "'JobSet'",
+        "rj.template.spec.template.metadata.annotations",
+        "'LeaderWorkerSet'",
+        "leaderWorkerTemplate.workerTemplate.metadata.annotations",
     ] {
         assert!(
             all.contains(needle),

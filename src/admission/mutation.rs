@@ -9,6 +9,11 @@
 //!   and patched in its own spec. A Job's pod is admitted as its Job (from the cluster view,
 //!   else from the stamps its template gave it) and gets only what it lacks: nothing when
 //!   the Job's template was patched already.
+//! * **JobSets** (`jobset.x-k8s.io/v1alpha2`) and **LeaderWorkerSets**
+//!   (`leaderworkerset.x-k8s.io/v1`) on CREATE: validated as one workload of several PodSets
+//!   (Kueue's rules, `podset-group-name` pairs included); each TAS PodSet's template gets its
+//!   flavor's node labels and tolerations and the stamps of its PodSet and queue. Their pods
+//!   are admitted as their set's PodSet and get only what they lack.
 //! * Anything else (other operations, subresources, other kinds) passes unchanged.
 //!
 //! Pure and stateless: the same request always gets the same answer, and a `dryRun` request
@@ -18,16 +23,18 @@ use std::collections::BTreeMap;
 
 use json_patch::PatchOperation;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::object::{read_job, read_pod};
 use super::patch::{Injection, PodTemplateNow};
 use super::review::{AdmissionRequest, GroupVersionKind};
 use super::{Admitted, Denial, admit};
+use crate::cluster::group::{GroupKey, PodSetHint};
+use crate::cluster::sets::{JobSet, LeaderWorkerSet, workload_of_jobset, workload_of_lws_group};
 use crate::cluster::state::{ClusterState, SharedState};
 use crate::cluster::{
-    Cluster, Workload, controller_job_of, name_or_generate_name, namespace_or_default,
+    Cluster, Workload, WorkloadKind, controller_job_of, name_or_generate_name, namespace_or_default,
     pod_marks_tas, workload_of_job, workload_of_pod, workload_of_stamped_job_pod,
 };
 use crate::keys;
@@ -108,8 +115,9 @@ impl Webhook {
             return Decision::Allow {
                 patch: Vec::new(),
                 warnings: vec![format!(
-                    "kube-tas mutates only batch/v1 Jobs and v1 Pods; this {} passed unchanged \
-                     (check the rules of the MutatingWebhookConfiguration)",
+                    "kube-tas mutates only batch/v1 Jobs, v1 Pods, jobset.x-k8s.io/v1alpha2 \
+                     JobSets and leaderworkerset.x-k8s.io/v1 LeaderWorkerSets; this {} passed \
+                     unchanged (check the rules of the MutatingWebhookConfiguration)",
                     request.kind
                 )],
             };
@@ -135,7 +143,114 @@ impl Webhook {
                 }
                 Err(d) => d,
             },
+            Handled::JobSet => match read(read_typed::<JobSet>, raw.get(), &request.kind) {
+                Ok(mut js) => {
+                    fill_namespace(&mut js.metadata, request);
+                    self.jobset(&js)
+                }
+                Err(d) => d,
+            },
+            Handled::LeaderWorkerSet => {
+                match read(read_typed::<LeaderWorkerSet>, raw.get(), &request.kind) {
+                    Ok(mut lws) => {
+                        fill_namespace(&mut lws.metadata, request);
+                        self.lws(&lws)
+                    }
+                    Err(d) => d,
+                }
+            }
         }
+    }
+
+    /// A JobSet on CREATE.
+    pub fn jobset(&self, js: &JobSet) -> Decision {
+        let templates: Vec<(Vec<String>, Option<&PodTemplateSpec>)> = js
+            .spec
+            .replicated_jobs
+            .iter()
+            .enumerate()
+            .map(|(i, rj)| {
+                let at = ["spec", "replicatedJobs", &i.to_string(), "template", "spec"]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .chain(["template".to_string()])
+                    .collect();
+                (at, rj.template.spec.as_ref().map(|s| &s.template))
+            })
+            .collect();
+        self.set(&js.metadata, &templates, || {
+            workload_of_jobset(js, &Default::default())
+        })
+    }
+
+    /// A LeaderWorkerSet on CREATE (validated and patched as its replica groups' workload).
+    pub fn lws(&self, lws: &LeaderWorkerSet) -> Decision {
+        let lwt = &lws.spec.leader_worker_template;
+        let at = |t: &str| -> Vec<String> {
+            ["spec", "leaderWorkerTemplate", t]
+                .iter()
+                .map(|s| s.to_string())
+                .collect()
+        };
+        let mut templates = Vec::new();
+        if let Some(leader) = &lwt.leader_template {
+            templates.push((at("leaderTemplate"), Some(leader)));
+        }
+        templates.push((at("workerTemplate"), Some(&lwt.worker_template)));
+        self.set(&lws.metadata, &templates, || {
+            workload_of_lws_group(lws, 0, &Default::default())
+        })
+    }
+
+    /// A set (JobSet, LeaderWorkerSet) whose PodSet `i` comes from `templates[i]` (the JSON
+    /// Pointer tokens to the pod template, and the template).
+    fn set(
+        &self,
+        meta: &ObjectMeta,
+        templates: &[(Vec<String>, Option<&PodTemplateSpec>)],
+        workload: impl FnOnce() -> Result<Workload, crate::cluster::FieldError>,
+    ) -> Decision {
+        let marked = templates.iter().any(|(_, t)| {
+            has_podset_annotation(
+                t.and_then(|t| t.metadata.as_ref())
+                    .and_then(|m| m.annotations.as_ref()),
+            )
+        });
+        if !names_queue(meta) && !marked {
+            return Decision::allow();
+        }
+        let workload = match workload() {
+            Ok(w) => w,
+            Err(e) => return Decision::deny(422, e.to_string()),
+        };
+        let state = self.state.read();
+        let Admitted { pod_sets, warnings } = match admit(&workload, state.kueue(), &self.gates) {
+            Ok(Some(a)) => a,
+            Ok(None) => return Decision::allow(),
+            Err(d) => return d.into(),
+        };
+        let mut patch = Vec::new();
+        for (i, ps) in pod_sets.iter().enumerate() {
+            let (Some(flavor), Some((at, Some(template)))) = (&ps.flavor, templates.get(i)) else {
+                continue;
+            };
+            let (Some(rf), Some(spec)) = (
+                state.kueue().resource_flavors.get(flavor),
+                template.spec.as_ref(),
+            ) else {
+                continue;
+            };
+            let injection = Injection::of_flavor(rf, set_stamps(&workload, i));
+            let meta = template.metadata.as_ref();
+            let tokens: Vec<&str> = at.iter().map(String::as_str).collect();
+            patch.extend(injection.patch_for(&PodTemplateNow {
+                at: &tokens,
+                has_metadata: meta.is_some(),
+                annotations: meta.and_then(|m| m.annotations.as_ref()),
+                spec,
+            }));
+        }
+        Decision::Allow { patch, warnings }
     }
 
     /// A Job on CREATE.
@@ -189,6 +304,13 @@ impl Webhook {
         let name = name_or_generate_name(meta);
         let owned;
         let state = self.state.read();
+        let group = GroupKey::of_pod(meta);
+        if matches!(
+            group.kind,
+            WorkloadKind::JobSet | WorkloadKind::LeaderWorkerSet
+        ) {
+            return self.set_pod(&state, pod, &group);
+        }
         let (workload, stamp) = match controller_job_of(meta) {
             Some(job) => {
                 if let Some(w) = state.job(&namespace, &job) {
@@ -256,6 +378,60 @@ impl Webhook {
         };
         Decision::Allow {
             patch: injection.patch_for(&now),
+            warnings,
+        }
+    }
+
+    /// A JobSet's or LeaderWorkerSet's pod: admitted as its set's PodSet; it gets what its
+    /// PodSet's pods must carry and lack (nothing when it comes from a patched template).
+    fn set_pod(&self, state: &ClusterState, pod: &Pod, group: &GroupKey) -> Decision {
+        let Some(workload) = state.workload(group) else {
+            return Decision::Allow {
+                patch: Vec::new(),
+                warnings: vec![format!(
+                    "{group} is not in kube-tas's cluster view yet; pod {}/{} passed unchanged",
+                    group.namespace,
+                    name_or_generate_name(&pod.metadata)
+                )],
+            };
+        };
+        let Admitted { pod_sets, warnings } = match admit(&workload, state.kueue(), &self.gates) {
+            Ok(Some(a)) => a,
+            Ok(None) => return Decision::allow(),
+            Err(d) => return d.into(),
+        };
+        let names: Vec<&str> = pod_sets.iter().map(|p| p.spec.name.as_str()).collect();
+        let Some(i) = PodSetHint::of_pod(&pod.metadata)
+            .resolve(&names)
+            .and_then(|n| names.iter().position(|m| *m == n))
+        else {
+            return Decision::deny(
+                403,
+                format!(
+                    "pod {}/{} names no PodSet of {group} (it has {})",
+                    group.namespace,
+                    name_or_generate_name(&pod.metadata),
+                    names.join(", ")
+                ),
+            );
+        };
+        let Some(rf) = pod_sets[i]
+            .flavor
+            .as_ref()
+            .and_then(|f| state.kueue().resource_flavors.get(f))
+        else {
+            return Decision::allow();
+        };
+        let injection = Injection::of_flavor(rf, set_stamps(&workload, i));
+        let no_spec = Default::default();
+        let spec = pod.spec.as_ref().unwrap_or(&no_spec);
+        Decision::Allow {
+            patch: injection.patch_for(&PodTemplateNow {
+                at: &[],
+                has_metadata: true,
+                annotations: pod.metadata.annotations.as_ref(),
+                spec,
+            }),
             warnings,
         }
     }
@@ -328,11 +504,13 @@ fn workload_label(w: &Workload) -> String {
     format!("{} {}/{}", w.kind, w.namespace, w.name)
 }
 
-/// The two kinds the webhook mutates.
+/// The kinds the webhook mutates.
 #[derive(Debug, Clone, Copy)]
 enum Handled {
     Job,
     Pod,
+    JobSet,
+    LeaderWorkerSet,
 }
 
 impl Handled {
@@ -340,9 +518,18 @@ impl Handled {
         match (gvk.group.as_str(), gvk.version.as_str(), gvk.kind.as_str()) {
             ("batch", "v1", "Job") => Some(Handled::Job),
             ("", "v1", "Pod") => Some(Handled::Pod),
+            ("jobset.x-k8s.io", "v1alpha2", "JobSet") => Some(Handled::JobSet),
+            ("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet") => {
+                Some(Handled::LeaderWorkerSet)
+            }
             _ => None,
         }
     }
+}
+
+/// Reads a whole object into its serde type (JobSets and LeaderWorkerSets are read whole).
+fn read_typed<T: serde::de::DeserializeOwned>(json: &str) -> Result<T, serde_json::Error> {
+    serde_json::from_str(json)
 }
 
 /// Reads `request.object` with `reader`, or a 400 naming what could not be read.

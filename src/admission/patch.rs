@@ -39,7 +39,7 @@ pub struct Injection {
 pub struct PodTemplateNow<'a> {
     /// JSON Pointer tokens to the pod template: `["spec", "template"]` for a Job, `[]` for a
     /// Pod.
-    pub at: &'static [&'static str],
+    pub at: &'a [&'a str],
     /// Whether the template has a `metadata` object (a Pod always has).
     pub has_metadata: bool,
     /// Its annotations.

@@ -14,8 +14,11 @@ use serde::de::DeserializeOwned;
 use crate::cluster::kueue::{ClusterQueue, LocalQueue, ResourceFlavor, Topology};
 use crate::cluster::load::node_info;
 use crate::cluster::state::ClusterState;
+use crate::cluster::group::GroupKey;
+use crate::cluster::sets::{JobSet, LeaderWorkerSet, SetEntry};
 use crate::cluster::{
-    bound_pod_of, is_terminal, job_finished, namespace_or_default, workload_of_job,
+    Source, WorkloadKind, bound_pod_of, is_terminal, job_finished, namespace_or_default,
+    owned_by_jobset, workload_of_job,
 };
 
 /// A kind kube-tas watches.
@@ -142,7 +145,8 @@ impl WatchedKind for Job {
     fn apply(state: &mut ClusterState, obj: &Self) {
         let namespace = namespace_or_default(&obj.metadata);
         let name = name_of(obj);
-        if job_finished(obj) {
+        if job_finished(obj) || owned_by_jobset(&obj.metadata) {
+            // A JobSet's Job is placed as part of its JobSet (watched on its own).
             state.delete_job(&namespace, &name);
             return;
         }
@@ -253,6 +257,90 @@ impl WatchedKind for LocalQueue {
             .local_queues
             .keys()
             .map(|(ns, n)| format!("{ns}/{n}"))
+            .collect()
+    }
+}
+
+/// The set's key in the state (`JobSet ns/name`, `LeaderWorkerSet ns/name`) from a watch key.
+fn set_key(kind: WorkloadKind, key: &str) -> GroupKey {
+    let (namespace, name) = split_key(key);
+    GroupKey {
+        kind,
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+    }
+}
+
+/// Applies a set's entry, or forgets the set when it cannot be read (its pods then get an
+/// extender error naming the set, never a silent placement).
+fn apply_set(
+    state: &mut ClusterState,
+    kind: WorkloadKind,
+    key: &str,
+    entry: Result<(GroupKey, SetEntry), crate::cluster::FieldError>,
+) {
+    match entry {
+        Ok((key, entry)) => state.apply_set(key, entry),
+        Err(e) => {
+            tracing::warn!(set = %format_args!("{kind} {key}"), error = %e,
+                "set not known to placement: its pods get an error until it is fixed");
+            state.delete_set(&set_key(kind, key));
+        }
+    }
+}
+
+impl WatchedKind for JobSet {
+    const NAME: &'static str = "jobsets";
+
+    fn key(obj: &Self) -> String {
+        namespaced_key(obj)
+    }
+
+    fn apply(state: &mut ClusterState, obj: &Self) {
+        let key = namespaced_key(obj);
+        if obj.finished() {
+            state.delete_set(&set_key(WorkloadKind::JobSet, &key));
+            return;
+        }
+        let entry = SetEntry::of_jobset(obj, &Source::default());
+        apply_set(state, WorkloadKind::JobSet, &key, entry);
+    }
+
+    fn delete_key(state: &mut ClusterState, key: &str) {
+        state.delete_set(&set_key(WorkloadKind::JobSet, key));
+    }
+
+    fn keys(state: &ClusterState) -> Vec<String> {
+        state
+            .set_keys(WorkloadKind::JobSet)
+            .into_iter()
+            .map(|k| format!("{}/{}", k.namespace, k.name))
+            .collect()
+    }
+}
+
+impl WatchedKind for LeaderWorkerSet {
+    const NAME: &'static str = "leaderworkersets";
+
+    fn key(obj: &Self) -> String {
+        namespaced_key(obj)
+    }
+
+    fn apply(state: &mut ClusterState, obj: &Self) {
+        let key = namespaced_key(obj);
+        let entry = SetEntry::of_lws(obj, &Source::default());
+        apply_set(state, WorkloadKind::LeaderWorkerSet, &key, entry);
+    }
+
+    fn delete_key(state: &mut ClusterState, key: &str) {
+        state.delete_set(&set_key(WorkloadKind::LeaderWorkerSet, key));
+    }
+
+    fn keys(state: &ClusterState) -> Vec<String> {
+        state
+            .set_keys(WorkloadKind::LeaderWorkerSet)
+            .into_iter()
+            .map(|k| format!("{}/{}", k.namespace, k.name))
             .collect()
     }
 }

@@ -29,6 +29,7 @@ use kube::{Api, Client};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use super::sets::{JobSet, LeaderWorkerSet};
 use super::kueue::{ClusterQueue, LocalQueue, ResourceFlavor, Topology};
 use super::state::SharedState;
 
@@ -200,7 +201,9 @@ impl Watches {
             Topology,
             ResourceFlavor,
             ClusterQueue,
-            LocalQueue
+            LocalQueue,
+            JobSet,
+            LeaderWorkerSet
         );
         Self {
             status,
