@@ -151,6 +151,41 @@ fn job_doc(job: &str, n: usize, cpu: u32, level: &str) -> Value {
     })
 }
 
+/// A JobSet of a driver (1 pod of `driver_cpu`) and `workers` pods of `worker_cpu`, both
+/// replicated Jobs required in one rack and joined by `podset-group-name`.
+fn jobset_doc(name: &str, driver_cpu: u32, workers: usize, worker_cpu: u32) -> Value {
+    let rj = |rj: &str, n: usize, cpu: u32| {
+        json!({"name": rj, "replicas": 1, "template": {"spec": {
+            "parallelism": n, "completions": n, "completionMode": "Indexed",
+            "template": {
+                "metadata": {"annotations": {"kueue.x-k8s.io/podset-required-topology": RACK,
+                    "kueue.x-k8s.io/podset-group-name": "gang"}},
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "worker",
+                    "image": "registry.example/trainer:1",
+                    "resources": {"requests": {"cpu": cpu.to_string(), "memory": "1Gi"}}}]}}}}})
+    };
+    json!({
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"name": name, "namespace": NS, "uid": job_uid(name),
+            "labels": {"kueue.x-k8s.io/queue-name": "tas-user-queue"}},
+        "spec": {"replicatedJobs": [rj("driver", 1, driver_cpu),
+            rj("workers", workers, worker_cpu)]},
+    })
+}
+
+/// Pod `index` of replicated Job `rj` (Job index 0) of JobSet `js`, as the Job controller
+/// creates it from the JobSet's Job: the JobSet labels, the Job as controller.
+fn jobset_pod(js: &str, rj: &str, index: usize, cpu: u32) -> Value {
+    let job = format!("{js}-{rj}-0");
+    let mut pod = job_pod(&job, index, cpu);
+    let labels = pod["metadata"]["labels"].as_object_mut().unwrap();
+    labels.insert("jobset.sigs.k8s.io/jobset-name".into(), json!(js));
+    labels.insert("jobset.sigs.k8s.io/replicatedjob-name".into(), json!(rj));
+    labels.insert("jobset.sigs.k8s.io/job-index".into(), json!("0"));
+    pod["metadata"]["annotations"]["kueue.x-k8s.io/podset-group-name"] = json!("gang");
+    pod
+}
+
 /// Pod `index` of `job` as the API server holds it once kube-tas bound it: `spec.nodeName`,
 /// phase Running.
 fn bound_pod_doc(job: &str, index: usize, cpu: u32, node: &str) -> Value {
@@ -923,4 +958,56 @@ async fn after_a_restart_the_rest_of_the_gang_joins_its_rack() {
     let home_nodes = rack_nodes(3, &home);
     let total: i64 = home_nodes.iter().map(|n| cpu_used(&extender, n)).sum();
     assert_eq!(total, 4000, "{home_nodes:?}");
+}
+
+#[tokio::test]
+async fn both_pod_sets_of_a_jobset_share_one_rack_and_a_jobset_that_does_not_fit_passes_nothing() {
+    // Racks of 2 × 4 cpu. The driver (2 cpu) and 3 workers (2 cpu) fill one rack exactly.
+    let mut docs = base_docs(3);
+    docs.push(jobset_doc("train", 2, 3, 2));
+    // Its driver (1 cpu) would fit anywhere, but with its 9 workers (1 cpu) it needs 10 cpu
+    // in one rack: the workload never fits.
+    docs.push(jobset_doc("big", 1, 9, 1));
+    let extender = extender(&docs);
+    let router = main_router(extender.clone());
+    let candidates = names(3);
+    let mut pods = vec![("driver", 0)];
+    pods.extend((0..3).map(|i| ("workers", i)));
+    let mut seats = Vec::new();
+    for (rj, i) in pods {
+        let pod = jobset_pod("train", rj, i, 2);
+        let seat = the_one(&filter_cached(&router, &pod, &candidates).await);
+        let name = pod["metadata"]["name"].as_str().unwrap().to_string();
+        let uid = pod["metadata"]["uid"].as_str().unwrap().to_string();
+        assert_eq!(bind(&router, NS, &name, &uid, &seat).await, "", "{name}");
+        seats.push(seat);
+    }
+    let r = rack(&seats[0]);
+    assert!(seats.iter().all(|s| rack(s) == r), "{seats:?}");
+    for node in rack_nodes(3, r) {
+        assert_eq!(cpu_used(&extender, &node), 4000, "{node}");
+    }
+    // The first JobSet made one plan per PodSet, all bound now.
+    let s = extender.stats();
+    assert_eq!(
+        (s.plans_made, s.pods_bound, s.seats_held),
+        (2, 4, 0),
+        "{s:?}"
+    );
+
+    for (rj, i) in [("driver", 0), ("workers", 0), ("workers", 8)] {
+        let v = filter_cached(&router, &jobset_pod("big", rj, i, 1), &candidates).await;
+        assert_eq!(passed_names(&v), Vec::<String>::new(), "{rj} {i}: {v}");
+        let reasons = failed(&v);
+        assert_eq!(reasons.len(), candidates.len(), "{v}");
+        assert!(
+            reasons
+                .values()
+                .all(|r| r.contains("JobSet ml/big") && r.contains("allows to fit only")),
+            "{reasons:?}"
+        );
+    }
+    let after = extender.stats();
+    assert_eq!((after.plans_made, after.seats_held), (2, 0), "{after:?}");
+    assert_nothing_overbooked(&extender);
 }

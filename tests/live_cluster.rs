@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 use fake_apiserver::FakeApiServer;
 use k8s_openapi::api::core::v1::Pod;
 use kube_tas::admission::{Decision, Webhook};
-use kube_tas::cluster::live::leader::{self, ElectionConfig};
-use kube_tas::cluster::live::{Leadership, Watches};
 use kube_tas::cluster::WorkloadKind;
 use kube_tas::cluster::group::GroupKey;
+use kube_tas::cluster::live::leader::{self, ElectionConfig};
+use kube_tas::cluster::live::{Leadership, Watches};
 use kube_tas::cluster::state::{ClusterState, SharedState};
 use kube_tas::extender::{Binder, Extender, ExtenderBindingArgs};
 use kube_tas::plans::PlanBook;
@@ -612,10 +612,16 @@ async fn a_jobset_created_after_startup_is_planned_as_one_workload() {
     })
     .await;
     let big_driver: Pod = serde_json::from_value(jobset_pod("big", "driver", 0, 2)).unwrap();
-    assert_eq!(filter(&extender, &big_driver).unwrap(), Vec::<String>::new());
+    assert_eq!(
+        filter(&extender, &big_driver).unwrap(),
+        Vec::<String>::new()
+    );
     let after = extender.stats();
     assert_eq!(after.plans_active, 2, "{after:?}");
-    assert_eq!(after.seats_held, 11, "nothing of the refused JobSet is held: {after:?}");
+    assert_eq!(
+        after.seats_held, 11,
+        "nothing of the refused JobSet is held: {after:?}"
+    );
     live.watches.stop().await;
 }
 

@@ -34,8 +34,9 @@ use crate::cluster::group::{GroupKey, PodSetHint};
 use crate::cluster::sets::{JobSet, LeaderWorkerSet, workload_of_jobset, workload_of_lws_group};
 use crate::cluster::state::{ClusterState, SharedState};
 use crate::cluster::{
-    Cluster, Workload, WorkloadKind, controller_job_of, name_or_generate_name, namespace_or_default,
-    pod_marks_tas, workload_of_job, workload_of_pod, workload_of_stamped_job_pod,
+    Cluster, Workload, WorkloadKind, controller_job_of, name_or_generate_name,
+    namespace_or_default, pod_marks_tas, workload_of_job, workload_of_pod,
+    workload_of_stamped_job_pod,
 };
 use crate::keys;
 use crate::topology::FeatureGates;
@@ -519,9 +520,7 @@ impl Handled {
             ("batch", "v1", "Job") => Some(Handled::Job),
             ("", "v1", "Pod") => Some(Handled::Pod),
             ("jobset.x-k8s.io", "v1alpha2", "JobSet") => Some(Handled::JobSet),
-            ("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet") => {
-                Some(Handled::LeaderWorkerSet)
-            }
+            ("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet") => Some(Handled::LeaderWorkerSet),
             _ => None,
         }
     }

@@ -22,8 +22,8 @@ use serde_json::{Map, Value};
 use super::kueue::{self, ClusterQueue, LocalQueue, ResourceFlavor, Topology};
 use super::pod_requests::parse_non_negative;
 use super::quantity::{parse_quantity, resource_amount};
-use super::workloads::{self, Seen};
 use super::sets;
+use super::workloads::{self, Seen};
 use super::{Cluster, FieldError, Source};
 use crate::topology::{NodeInfo, ResourceList};
 

@@ -129,9 +129,10 @@ pub struct SetCondition {
 impl JobSet {
     /// A JobSet with a `Completed` or `Failed` condition: it places nothing more.
     pub fn finished(&self) -> bool {
-        self.status.iter().flat_map(|s| &s.conditions).any(|c| {
-            (c.type_ == "Completed" || c.type_ == "Failed") && c.status == "True"
-        })
+        self.status
+            .iter()
+            .flat_map(|s| &s.conditions)
+            .any(|c| (c.type_ == "Completed" || c.type_ == "Failed") && c.status == "True")
     }
 }
 
@@ -268,7 +269,13 @@ impl SetEntry {
             namespace: workload.namespace.clone(),
             name: workload.name.clone(),
         };
-        Ok((key, SetEntry { workload, groups: 1 }))
+        Ok((
+            key,
+            SetEntry {
+                workload,
+                groups: 1,
+            },
+        ))
     }
 
     /// The entry of a LeaderWorkerSet.
@@ -439,7 +446,10 @@ mod tests {
         no_leader.spec.leader_worker_template.leader_template = None;
         let w = workload_of_lws_group(&no_leader, 0, &Source::default()).unwrap();
         assert_eq!(w.pod_sets.len(), 1);
-        assert_eq!((w.pod_sets[0].spec.name.as_str(), w.pod_sets[0].spec.count), ("main", 4));
+        assert_eq!(
+            (w.pod_sets[0].spec.name.as_str(), w.pod_sets[0].spec.count),
+            ("main", 4)
+        );
     }
 
     #[test]

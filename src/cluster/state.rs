@@ -33,8 +33,8 @@ use k8s_openapi::api::core::v1::Toleration;
 use std::borrow::Cow;
 
 use super::group::{GroupKey, PodSetHint};
-use super::sets::SetEntry;
 use super::kueue::{ClusterQueue, KueueObjects, LocalQueue, ResourceFlavor, Topology};
+use super::sets::SetEntry;
 use super::{BoundPod, Cluster, Workload};
 use crate::topology::capacity::FreeCapacity;
 use crate::topology::resources::{PODS, add_pod_usage};
@@ -469,7 +469,11 @@ impl ClusterState {
 
     /// The keys of every set of `kind` (JobSet or LeaderWorkerSet).
     pub fn set_keys(&self, kind: super::WorkloadKind) -> Vec<GroupKey> {
-        self.sets.keys().filter(|k| k.kind == kind).cloned().collect()
+        self.sets
+            .keys()
+            .filter(|k| k.kind == kind)
+            .cloned()
+            .collect()
     }
 
     /// The workload of a group: its Job's, its JobSet's, or its LeaderWorkerSet replica

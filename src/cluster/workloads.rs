@@ -239,8 +239,10 @@ pub(super) fn derive(objects: Objects) -> Result<Derived, LoadError> {
         if object.finished() {
             continue;
         }
-        let (key, entry) = SetEntry::of_jobset(&object, &at)
-            .map_err(set_fail(&at, format!("JobSet {}", label_of(&object.metadata))))?;
+        let (key, entry) = SetEntry::of_jobset(&object, &at).map_err(set_fail(
+            &at,
+            format!("JobSet {}", label_of(&object.metadata)),
+        ))?;
         if !running_sets.contains(&key) {
             pending.push((seq, entry.workload.clone()));
         }
@@ -275,7 +277,11 @@ pub(super) fn derive(objects: Objects) -> Result<Derived, LoadError> {
 
 /// `namespace/name` of an object, for messages.
 fn label_of(meta: &ObjectMeta) -> String {
-    format!("{}/{}", namespace_or_default(meta), name_or_generate_name(meta))
+    format!(
+        "{}/{}",
+        namespace_or_default(meta),
+        name_or_generate_name(meta)
+    )
 }
 
 /// A Job a JobSet controls (its pods belong to the JobSet's workload).

@@ -774,7 +774,11 @@ impl PlanBook {
         {
             return Err(f.rejection.clone());
         }
-        let names: Vec<&str> = routed.pod_sets.iter().map(|p| p.spec.name.as_str()).collect();
+        let names: Vec<&str> = routed
+            .pod_sets
+            .iter()
+            .map(|p| p.spec.name.as_str())
+            .collect();
         // Pods of the workload already holding capacity (a restart, a replacement), per PodSet.
         let mut bound: HashMap<&str, Vec<NodeId>> = HashMap::new();
         for p in state.members(group) {
@@ -887,8 +891,11 @@ impl PlanBook {
         owner: Option<&ObjectReference>,
     ) -> Result<Vec<(PlanKey, Plan)>, UnitFailure> {
         // PodSets of size 0 get no placement (Kueue skips them).
-        let mut members: Vec<&RoutedPodSet> =
-            members.iter().copied().filter(|p| p.spec.count > 0).collect();
+        let mut members: Vec<&RoutedPodSet> = members
+            .iter()
+            .copied()
+            .filter(|p| p.spec.count > 0)
+            .collect();
         let Some(first) = members.first() else {
             return Ok(Vec::new());
         };
@@ -937,7 +944,11 @@ impl PlanBook {
         // the pod that asks gets at least its seat (a replacement).
         let remaining = |p: &RoutedPodSet| -> i32 {
             let left = p.spec.count - bound_leaves(p).len() as i32;
-            if p.spec.name == asking { left.max(1) } else { left.max(0) }
+            if p.spec.name == asking {
+                left.max(1)
+            } else {
+                left.max(0)
+            }
         };
         let mut requests: Vec<PodSetSpec> = Vec::new();
         for p in &members {
@@ -957,13 +968,15 @@ impl PlanBook {
         }
         // A leader already placed leaves only the workers; workers all placed leave the leader
         // to be placed alone.
-        let (workers_req, leader_req, workers_set, leader_set) = match (requests.len(), &requests[..])
-        {
-            (2, [w, l]) if w.count > 0 && l.count > 0 => (w, Some(l), members[0], Some(members[1])),
-            (2, [w, l]) if w.count == 0 => (l, None, members[1], None),
-            (_, [w, ..]) => (w, None, members[0], None),
-            _ => return Ok(Vec::new()),
-        };
+        let (workers_req, leader_req, workers_set, leader_set) =
+            match (requests.len(), &requests[..]) {
+                (2, [w, l]) if w.count > 0 && l.count > 0 => {
+                    (w, Some(l), members[0], Some(members[1]))
+                }
+                (2, [w, l]) if w.count == 0 => (l, None, members[1], None),
+                (_, [w, ..]) => (w, None, members[0], None),
+                _ => return Ok(Vec::new()),
+            };
         if workers_req.count == 0 {
             return Ok(Vec::new());
         }
@@ -1304,7 +1317,11 @@ fn placement_units(routed: &RoutedWorkload) -> Vec<Vec<usize>> {
             if p.flavor != flavor {
                 continue;
             }
-            let group = p.spec.topology.as_ref().and_then(|t| t.group_name.as_deref());
+            let group = p
+                .spec
+                .topology
+                .as_ref()
+                .and_then(|t| t.group_name.as_deref());
             match group.and_then(|g| named.iter().find(|(n, _)| *n == g)) {
                 Some(&(_, unit)) => units[unit].push(i),
                 None => {

@@ -15,8 +15,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use crate::admission::AdmittedPodSet;
 use crate::admission::mutation::{set_stamps, stamps};
 use crate::admission::patch::Injection;
-use crate::cluster::kueue::ResourceFlavor;
 use crate::cluster::group::{GroupKey, LWS_WORKER_POD_SET};
+use crate::cluster::kueue::ResourceFlavor;
 use crate::cluster::{Workload, WorkloadKind};
 use crate::keys;
 use crate::topology::resources::{CPU, PODS};
@@ -35,10 +35,9 @@ pub fn pods_of(w: &Workload, index: usize, ps: &AdmittedPodSet, rf: &ResourceFla
         WorkloadKind::JobSet | WorkloadKind::LeaderWorkerSet => set_stamps(w, index),
         WorkloadKind::Pod | WorkloadKind::PodGroup => BTreeMap::new(),
     };
-    let per_replica = w
-        .pod_sets
-        .get(index)
-        .map_or(1, |p| usize::try_from(p.pods_per_replica).unwrap_or(1).max(1));
+    let per_replica = w.pod_sets.get(index).map_or(1, |p| {
+        usize::try_from(p.pods_per_replica).unwrap_or(1).max(1)
+    });
     let group = GroupKey {
         kind: w.kind,
         namespace: w.namespace.clone(),
@@ -144,7 +143,11 @@ pub fn pods_of(w: &Workload, index: usize, ps: &AdmittedPodSet, rf: &ResourceFla
                 }
                 WorkloadKind::LeaderWorkerSet => {
                     let (lws, group_index) = group.lws_parts().unwrap_or((&w.name, 0));
-                    let worker = if spec.name == LWS_WORKER_POD_SET { i + 1 } else { i };
+                    let worker = if spec.name == LWS_WORKER_POD_SET {
+                        i + 1
+                    } else {
+                        i
+                    };
                     labels.insert(keys::LWS_NAME_LABEL.to_string(), lws.to_string());
                     labels.insert(
                         keys::LWS_GROUP_INDEX_LABEL.to_string(),

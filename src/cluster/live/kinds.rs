@@ -11,11 +11,11 @@ use kube::Resource;
 use kube::runtime::watcher;
 use serde::de::DeserializeOwned;
 
+use crate::cluster::group::GroupKey;
 use crate::cluster::kueue::{ClusterQueue, LocalQueue, ResourceFlavor, Topology};
 use crate::cluster::load::node_info;
-use crate::cluster::state::ClusterState;
-use crate::cluster::group::GroupKey;
 use crate::cluster::sets::{JobSet, LeaderWorkerSet, SetEntry};
+use crate::cluster::state::ClusterState;
 use crate::cluster::{
     Source, WorkloadKind, bound_pod_of, is_terminal, job_finished, namespace_or_default,
     owned_by_jobset, workload_of_job,

@@ -29,8 +29,8 @@ use kube::{Api, Client};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::sets::{JobSet, LeaderWorkerSet};
 use super::kueue::{ClusterQueue, LocalQueue, ResourceFlavor, Topology};
+use super::sets::{JobSet, LeaderWorkerSet};
 use super::state::SharedState;
 
 pub mod events;
