@@ -101,6 +101,7 @@ fn bound_pod(i: usize, node: &str) -> BoundPod {
             namespace: "default".into(),
             name: "train".into(),
         },
+        pod_set: Default::default(),
         labels: BTreeMap::new(),
         annotations: BTreeMap::new(),
     }

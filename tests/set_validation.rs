@@ -73,8 +73,11 @@ fn template(annotations: &[(&str, &str)]) -> Value {
         "resources": {"requests": {"cpu": "1"}}}]}})
 }
 
-/// A JobSet of `(name, replicas, parallelism, completions, annotations)` replicated Jobs.
-fn jobset(rjs: &[(&str, i32, i32, Option<i32>, &[(&str, &str)])]) -> JobSet {
+/// A replicated Job: `(name, replicas, parallelism, completions, template annotations)`.
+type Rj<'a> = (&'a str, i32, i32, Option<i32>, &'a [(&'a str, &'a str)]);
+
+/// A JobSet of these replicated Jobs.
+fn jobset(rjs: &[Rj<'_>]) -> JobSet {
     let rjs: Vec<Value> = rjs
         .iter()
         .map(|(name, replicas, parallelism, completions, annotations)| {
