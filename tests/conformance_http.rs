@@ -42,8 +42,8 @@ use kube_tas::server::{ServeConfig, start};
 use kube_tas::simulate::{self, ExtenderCalls};
 
 /// Folders that must exist (CI always has them), then folders run when present.
-const REQUIRED_FOLDERS: &[&str] = &["placement", "admission"];
-const OPTIONAL_FOLDERS: &[&str] = &["podset-groups", "node-replacement"];
+const REQUIRED_FOLDERS: &[&str] = &["placement", "admission", "podset-groups"];
+const OPTIONAL_FOLDERS: &[&str] = &["node-replacement"];
 
 /// At least this many cases must have run for the test to mean anything.
 const MIN_CASES: usize = 40;

@@ -294,7 +294,8 @@ fn examples_json_has_the_documented_shape() {
     let report = simulate_json(&[&examples_dir()], &[]);
     let workloads = report["workloads"].as_array().expect("`workloads` array");
 
-    // Every pending Job of examples/30-jobs.yaml, in file order.
+    // Every pending Job of examples/30-jobs.yaml, then the JobSet and the LeaderWorkerSet
+    // groups of examples/40-sets.yaml, in file order.
     let names: Vec<&str> = workloads
         .iter()
         .map(|w| w["name"].as_str().expect("`name` is a string"))
@@ -308,7 +309,10 @@ fn examples_json_has_the_documented_shape() {
             "multi-layer",
             "gpu-training",
             "too-big",
-            "bad-annotation"
+            "bad-annotation",
+            "pretrain",
+            "inference-0",
+            "inference-1"
         ],
         "{report:#}"
     );
@@ -319,7 +323,11 @@ fn examples_json_has_the_documented_shape() {
         "kubernetes.io/hostname",
     ];
     for w in workloads {
-        assert_eq!(w["kind"], "Job", "{w:#}");
+        let kind = w["kind"].as_str().expect("`kind` is a string");
+        assert!(
+            ["Job", "JobSet", "LeaderWorkerSet"].contains(&kind),
+            "{w:#}"
+        );
         assert_eq!(w["namespace"], "default", "{w:#}");
         if !admitted(w) {
             assert!(
@@ -329,7 +337,9 @@ fn examples_json_has_the_documented_shape() {
             continue;
         }
         for ps in w["podSets"].as_array().expect("`podSets` array") {
-            assert_eq!(ps["name"], "main", "{ps:#}");
+            if kind == "Job" {
+                assert_eq!(ps["name"], "main", "{ps:#}");
+            }
             let count = ps["count"].as_i64().expect("`count` is an integer");
             assert!(count > 0, "{ps:#}");
             if ps["fits"] == true {
@@ -346,6 +356,29 @@ fn examples_json_has_the_documented_shape() {
                 assert_eq!(ps["fits"], false, "`fits` is a boolean: {ps:#}");
             }
         }
+    }
+
+    // The JobSet's driver and workers, and each LeaderWorkerSet group's leader and workers,
+    // share one rack (podset-group-name, required rack).
+    for (name, pod_sets) in [
+        ("pretrain", [("driver", 1), ("workers", 12)]),
+        ("inference-0", [("leader", 1), ("worker", 3)]),
+        ("inference-1", [("leader", 1), ("worker", 3)]),
+    ] {
+        let w = workload(&report, name);
+        let sets = w["podSets"].as_array().expect("`podSets` array");
+        let got: Vec<(&str, i64)> = sets
+            .iter()
+            .map(|p| (p["name"].as_str().unwrap(), p["count"].as_i64().unwrap()))
+            .collect();
+        assert_eq!(got, pod_sets, "{w:#}");
+        let racks: std::collections::BTreeSet<Vec<String>> = sets
+            .iter()
+            .inspect(|p| assert_eq!(p["fits"], true, "{name}: {p:#}"))
+            .flat_map(domains)
+            .map(|(v, _)| v[..2].to_vec())
+            .collect();
+        assert_eq!(racks.len(), 1, "{name} spans racks {racks:?}");
     }
 
     // train-40 fits, in one block (preferred block, and a block has room).
