@@ -154,8 +154,19 @@ fn job_doc(job: &str, n: usize, cpu: u32, level: &str) -> Value {
 /// A JobSet of a driver (1 pod of `driver_cpu`) and `workers` pods of `worker_cpu`, both
 /// replicated Jobs required in one rack and joined by `podset-group-name`.
 fn jobset_doc(name: &str, driver_cpu: u32, workers: usize, worker_cpu: u32) -> Value {
-    let rj = |rj: &str, n: usize, cpu: u32| {
-        json!({"name": rj, "replicas": 1, "template": {"spec": {
+    jobset_replicas_doc(name, driver_cpu, 1, workers, worker_cpu)
+}
+
+/// [`jobset_doc`] with `replicas` worker Jobs of `workers` pods each.
+fn jobset_replicas_doc(
+    name: &str,
+    driver_cpu: u32,
+    replicas: usize,
+    workers: usize,
+    worker_cpu: u32,
+) -> Value {
+    let rj = |rj: &str, replicas: usize, n: usize, cpu: u32| {
+        json!({"name": rj, "replicas": replicas, "template": {"spec": {
             "parallelism": n, "completions": n, "completionMode": "Indexed",
             "template": {
                 "metadata": {"annotations": {"kueue.x-k8s.io/podset-required-topology": RACK,
@@ -168,20 +179,28 @@ fn jobset_doc(name: &str, driver_cpu: u32, workers: usize, worker_cpu: u32) -> V
         "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
         "metadata": {"name": name, "namespace": NS, "uid": job_uid(name),
             "labels": {"kueue.x-k8s.io/queue-name": "tas-user-queue"}},
-        "spec": {"replicatedJobs": [rj("driver", 1, driver_cpu),
-            rj("workers", workers, worker_cpu)]},
+        "spec": {"replicatedJobs": [rj("driver", 1, 1, driver_cpu),
+            rj("workers", replicas, workers, worker_cpu)]},
     })
 }
 
 /// Pod `index` of replicated Job `rj` (Job index 0) of JobSet `js`, as the Job controller
 /// creates it from the JobSet's Job: the JobSet labels, the Job as controller.
 fn jobset_pod(js: &str, rj: &str, index: usize, cpu: u32) -> Value {
-    let job = format!("{js}-{rj}-0");
+    jobset_job_pod(js, rj, 0, index, cpu)
+}
+
+/// Pod `index` of Job `job_index` of replicated Job `rj` of JobSet `js`.
+fn jobset_job_pod(js: &str, rj: &str, job_index: usize, index: usize, cpu: u32) -> Value {
+    let job = format!("{js}-{rj}-{job_index}");
     let mut pod = job_pod(&job, index, cpu);
     let labels = pod["metadata"]["labels"].as_object_mut().unwrap();
     labels.insert("jobset.sigs.k8s.io/jobset-name".into(), json!(js));
     labels.insert("jobset.sigs.k8s.io/replicatedjob-name".into(), json!(rj));
-    labels.insert("jobset.sigs.k8s.io/job-index".into(), json!("0"));
+    labels.insert(
+        "jobset.sigs.k8s.io/job-index".into(),
+        json!(job_index.to_string()),
+    );
     pod["metadata"]["annotations"]["kueue.x-k8s.io/podset-group-name"] = json!("gang");
     pod
 }
@@ -1010,4 +1029,30 @@ async fn both_pod_sets_of_a_jobset_share_one_rack_and_a_jobset_that_does_not_fit
     let after = extender.stats();
     assert_eq!((after.plans_made, after.seats_held), (2, 0), "{after:?}");
     assert_nothing_overbooked(&extender);
+}
+
+#[tokio::test]
+async fn jobset_ranks_take_neighbouring_seats_across_its_jobs() {
+    // 2 worker Jobs × 2 pods × 2 cpu (and a driver of no cpu) fill a rack of 2 × 4 cpu: the
+    // workers' seats in topology order are h1, h1, h2, h2; rank = job index × 2 + completion
+    // index, so each Job's pods share a host.
+    let mut docs = base_docs(1);
+    docs.push(jobset_replicas_doc("ranks", 0, 2, 2, 2));
+    let extender = extender(&docs);
+    let router = main_router(extender.clone());
+    let candidates = names(1);
+    let seat = |job: usize, index: usize| {
+        let pod = jobset_job_pod("ranks", "workers", job, index, 2);
+        let router = router.clone();
+        let candidates = candidates.clone();
+        async move { the_one(&filter_cached(&router, &pod, &candidates).await) }
+    };
+    // Asked in an order unlike the ranks.
+    let j1i1 = seat(1, 1).await;
+    let j0i0 = seat(0, 0).await;
+    let j1i0 = seat(1, 0).await;
+    let j0i1 = seat(0, 1).await;
+    assert_eq!(j0i0, j0i1, "Job 0 shares a host");
+    assert_eq!(j1i0, j1i1, "Job 1 shares a host");
+    assert_ne!(j0i0, j1i0, "{j0i0} {j1i0}");
 }
