@@ -67,3 +67,6 @@ pub const LWS_WORKER_INDEX_LABEL: &str = "leaderworkerset.sigs.k8s.io/worker-ind
 /// Pod-template annotation the webhook stamps on every PodSet template of a TAS workload:
 /// the PodSet the template's pods belong to.
 pub const STAMP_POD_SET: &str = "kube-tas.io/pod-set";
+/// Pod annotation with which Kueue (or the user) fixes a plain pod group pod's role: the
+/// PodSet it belongs to.
+pub const ROLE_HASH: &str = "kueue.x-k8s.io/role-hash";

@@ -715,7 +715,8 @@ mod tests {
                 "00-topology.yaml",
                 "10-nodes.yaml",
                 "20-running.yaml",
-                "30-jobs.yaml"
+                "30-jobs.yaml",
+                "40-sets.yaml"
             ]
         );
         let count = |file: &str| kinds(&files[file]);
@@ -733,6 +734,13 @@ mod tests {
         assert_eq!(
             count("30-jobs.yaml"),
             BTreeMap::from([("Job".to_string(), 7)])
+        );
+        assert_eq!(
+            count("40-sets.yaml"),
+            BTreeMap::from([
+                ("JobSet".to_string(), 1),
+                ("LeaderWorkerSet".to_string(), 1)
+            ])
         );
     }
 

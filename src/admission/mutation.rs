@@ -6,7 +6,8 @@
 //!   tolerations and kube-tas's stamps (gang size, queue), so its pods tell the extender their
 //!   gang even before the cluster view shows the Job.
 //! * **Pods** (`v1`) on CREATE: a bare pod or plain pod-group pod is admitted the same way
-//!   and patched in its own spec. A Job's pod is admitted as its Job (from the cluster view,
+//!   and patched in its own spec; a plain pod group's pod is stamped with its role
+//!   (`kueue.x-k8s.io/role-hash`), the PodSet of its shape, as Kueue's webhook does. A Job's pod is admitted as its Job (from the cluster view,
 //!   else from the stamps its template gave it) and gets only what it lacks: nothing when
 //!   the Job's template was patched already.
 //! * **JobSets** (`jobset.x-k8s.io/v1alpha2`) and **LeaderWorkerSets**
@@ -359,6 +360,15 @@ impl Webhook {
             injection.annotations = stamps(workload);
         }
         let no_spec = Default::default();
+        if let PodSetHint::Role(role) = PodSetHint::of_pod(meta, pod.spec.as_ref())
+            && annotations.is_none_or(|a| !a.contains_key(keys::ROLE_HASH))
+        {
+            // A plain pod group's pod keeps the role of its shape as submitted (Kueue's role
+            // hash annotation), so the flavor's injection does not move it to another PodSet.
+            injection
+                .annotations
+                .insert(keys::ROLE_HASH.to_string(), role);
+        }
         let spec = pod.spec.as_ref().unwrap_or(&no_spec);
         // A Job's pod was checked as its Job's template; its own spec may still differ.
         if let Some((key, have, want)) = injection.node_selector_conflict(spec) {
@@ -402,7 +412,7 @@ impl Webhook {
             Err(d) => return d.into(),
         };
         let names: Vec<&str> = pod_sets.iter().map(|p| p.spec.name.as_str()).collect();
-        let Some(i) = PodSetHint::of_pod(&pod.metadata)
+        let Some(i) = PodSetHint::of_pod(&pod.metadata, pod.spec.as_ref())
             .resolve(&names)
             .and_then(|n| names.iter().position(|m| *m == n))
         else {

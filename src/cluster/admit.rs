@@ -469,7 +469,7 @@ pub fn route(
         .iter()
         .map(|p| p.spec.name.as_str())
         .collect();
-    let hint = PodSetHint::of_pod(&pod.metadata);
+    let hint = PodSetHint::of_pod(&pod.metadata, pod.spec.as_ref());
     let Some(own) = hint.resolve(&names) else {
         return Err(format!(
             "{} names a PodSet that {group} does not have (it has {})",

@@ -5,8 +5,10 @@
 
 use std::fmt;
 
+use k8s_openapi::api::core::v1::PodSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use super::role::pod_role;
 use super::{WorkloadKind, controller_job_of, name_or_generate_name, namespace_or_default};
 use crate::keys;
 
@@ -108,6 +110,8 @@ pub enum PodSetHint {
     Named(String),
     /// A LeaderWorkerSet pod by its worker index: 0 is the leader.
     LwsWorker(usize),
+    /// A plain pod group's pod by its role ([`super::role::pod_role`]).
+    Role(String),
 }
 
 /// The PodSet of a LeaderWorkerSet group's leader (when the set has a leader template).
@@ -116,8 +120,9 @@ pub const LWS_LEADER_POD_SET: &str = "leader";
 pub const LWS_WORKER_POD_SET: &str = "worker";
 
 impl PodSetHint {
-    /// What a pod's labels and annotations say.
-    pub fn of_pod(meta: &ObjectMeta) -> Self {
+    /// What a pod's labels and annotations (and, for a plain pod group's pod, its spec's
+    /// role) say.
+    pub fn of_pod(meta: &ObjectMeta, spec: Option<&PodSpec>) -> Self {
         if label(meta, keys::JOBSET_NAME_LABEL).is_some()
             && let Some(rj) = label(meta, keys::JOBSET_REPLICATED_JOB_LABEL)
         {
@@ -128,20 +133,28 @@ impl PodSetHint {
         {
             return PodSetHint::LwsWorker(i);
         }
-        match meta
+        if let Some(name) = meta
             .annotations
             .as_ref()
             .and_then(|a| a.get(keys::STAMP_POD_SET))
             .filter(|v| !v.is_empty())
         {
-            Some(name) => PodSetHint::Named(name.clone()),
-            None => PodSetHint::Main,
+            return PodSetHint::Named(name.clone());
         }
+        if controller_job_of(meta).is_none()
+            && label(meta, keys::POD_GROUP_NAME_LABEL).is_some()
+            && let Some(spec) = spec
+            && let Ok(role) = pod_role(meta, spec)
+        {
+            return PodSetHint::Role(role);
+        }
+        PodSetHint::Main
     }
 
     /// The PodSet among a workload's PodSet names: a named one by its name; a
     /// LeaderWorkerSet's leader is `leader` and its workers `worker` when the workload has
-    /// them, else `main`; `Main` is `main`, or the workload's only PodSet.
+    /// them, else `main`; a role is the PodSet of that role, else `main` (a group of one
+    /// shape); `Main` is `main`, or the workload's only PodSet.
     pub fn resolve<'a>(&self, names: &[&'a str]) -> Option<&'a str> {
         let find = |n: &str| names.iter().copied().find(|m| *m == n);
         match self {
@@ -152,6 +165,7 @@ impl PodSetHint {
                 [only] => Some(*only),
                 _ => None,
             }),
+            PodSetHint::Role(role) => find(role).or_else(|| find("main")),
         }
     }
 

@@ -28,6 +28,7 @@ mod load;
 pub mod pod_requests;
 pub mod pod_view;
 pub mod quantity;
+pub mod role;
 pub mod sets;
 pub mod state;
 mod workloads;

@@ -106,6 +106,8 @@ pub struct ClusterState {
     members: HashMap<GroupKey, BTreeSet<String>>,
     jobs: BTreeMap<(String, String), Workload>,
     sets: BTreeMap<GroupKey, SetEntry>,
+    /// Plain pod groups whose pods are known (their PodSets by shape).
+    pod_groups: HashMap<GroupKey, Workload>,
     kueue: KueueObjects,
     trees: Mutex<HashMap<String, Arc<FlavorTopology>>>,
     topology_generation: u64,
@@ -133,6 +135,11 @@ impl ClusterState {
         }
         for (key, entry) in &cluster.sets {
             state.apply_set(key.clone(), entry.clone());
+        }
+        for w in &cluster.workloads {
+            if w.kind == super::WorkloadKind::PodGroup {
+                state.apply_pod_group(w.clone());
+            }
         }
         for (name, t) in &cluster.kueue.topologies {
             state.apply_topology(name, t.clone());
@@ -476,11 +483,31 @@ impl ClusterState {
             .collect()
     }
 
-    /// The workload of a group: its Job's, its JobSet's, or its LeaderWorkerSet replica
-    /// group's. `None` for a group whose object is not known (or a pod group, a single pod).
+    /// A plain pod group's workload, its PodSets formed from its known pods.
+    pub fn apply_pod_group(&mut self, workload: Workload) {
+        let key = GroupKey {
+            kind: super::WorkloadKind::PodGroup,
+            namespace: workload.namespace.clone(),
+            name: workload.name.clone(),
+        };
+        self.pod_groups.insert(key, workload);
+    }
+
+    /// A plain pod group forgotten.
+    pub fn delete_pod_group(&mut self, key: &GroupKey) -> bool {
+        self.pod_groups.remove(key).is_some()
+    }
+
+    /// The workload of a group: its Job's, its JobSet's, its LeaderWorkerSet replica group's,
+    /// or its plain pod group's when the group's pods are known. `None` for a group whose
+    /// object is not known (or a single pod).
     pub fn workload(&self, group: &GroupKey) -> Option<Cow<'_, Workload>> {
-        if group.kind == super::WorkloadKind::Job {
-            return self.job(&group.namespace, &group.name).map(Cow::Borrowed);
+        match group.kind {
+            super::WorkloadKind::Job => {
+                return self.job(&group.namespace, &group.name).map(Cow::Borrowed);
+            }
+            super::WorkloadKind::PodGroup => return self.pod_groups.get(group).map(Cow::Borrowed),
+            _ => {}
         }
         let (set, index) = SetEntry::set_of(group)?;
         let entry = self.sets.get(&set)?;

@@ -9,7 +9,11 @@
 //! * a pending pod that a Job controls belongs to that Job, not to a workload of its own;
 //! * other pending pods are single-pod workloads, or, with the `pod-group-name` label and
 //!   the `pod-group-total-count` annotation, one workload per (namespace, group), unless a
-//!   pod of the group is already bound (the group runs);
+//!   pod of the group is already bound (the group runs); a group's pods of one shape
+//!   ([`super::role`]) are one PodSet: a group of one shape has the PodSet `main` of the total
+//!   count, a group of several shapes one PodSet per role of the pods loaded;
+//! * a JobSet is one workload (a PodSet per replicated Job), a LeaderWorkerSet one per replica
+//!   group; their pods belong to them, and one bound pod means the workload runs;
 //! * workloads keep the order in which their first object was loaded.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -20,6 +24,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 
 use super::group::{GroupKey, PodSetHint};
 use super::pod_requests::pod_requests;
+use super::role::pod_role;
 use super::sets::{JobSet, LeaderWorkerSet, SetEntry};
 use super::{BoundPod, FieldError, LoadError, PendingPodSet, Source, Workload, WorkloadKind};
 use crate::keys;
@@ -135,46 +140,39 @@ pub(super) fn derive(objects: Objects) -> Result<Derived, LoadError> {
             continue;
         };
         let total = total_count(&pod.metadata).map_err(fail)?;
+        let role = pod_role(&pod.metadata, &spec).map_err(fail)?;
         let key = (namespace.clone(), group_name.clone());
-        match groups.get_mut(&key) {
+        let group = groups.entry(key).or_insert_with(|| Group {
+            seq,
+            first: label.clone(),
+            total,
+            roles: Vec::new(),
+            workload: Workload {
+                kind: WorkloadKind::PodGroup,
+                queue_name: queue_name(&pod.metadata),
+                pod_sets: Vec::new(),
+                source: at.clone(),
+                namespace: namespace.clone(),
+                name: group_name.clone(),
+            },
+        });
+        if group.total != total {
+            return Err(fail(FieldError::new(
+                annotation_path(keys::POD_GROUP_TOTAL_COUNT),
+                format!(
+                    "{total} disagrees with {} of {} in pod group {namespace}/{group_name}",
+                    group.total, group.first
+                ),
+            )));
+        }
+        // Pods of one shape (role) are one PodSet, as Kueue forms a plain pod group's.
+        match group.roles.iter().position(|r| *r == role) {
+            Some(i) => group.workload.pod_sets[i].spec.count += 1,
             None => {
-                groups.insert(
-                    key,
-                    Group {
-                        seq,
-                        first: label.clone(),
-                        total,
-                        workload: Workload {
-                            kind: WorkloadKind::PodGroup,
-                            queue_name: queue_name(&pod.metadata),
-                            pod_sets: vec![pod_set],
-                            source: at.clone(),
-                            namespace,
-                            name: group_name,
-                        },
-                        warned: false,
-                    },
-                );
-            }
-            Some(group) => {
-                if group.total != total {
-                    return Err(fail(FieldError::new(
-                        annotation_path(keys::POD_GROUP_TOTAL_COUNT),
-                        format!(
-                            "{total} disagrees with {} of {} in pod group {namespace}/{group_name}",
-                            group.total, group.first
-                        ),
-                    )));
-                }
-                let first = &group.workload.pod_sets[0].spec;
-                if !group.warned && first.requests != pod_set.spec.requests {
-                    group.warned = true;
-                    warnings.push(format!(
-                        "{at} ({label}): requests differ from {} in pod group \
-                         {namespace}/{group_name}; the group is placed with those of {}",
-                        group.first, group.first
-                    ));
-                }
+                let mut pod_set = pod_set;
+                pod_set.spec.name = role.clone();
+                group.roles.push(role);
+                group.workload.pod_sets.push(pod_set);
             }
         }
     }
@@ -183,7 +181,30 @@ pub(super) fn derive(objects: Objects) -> Result<Derived, LoadError> {
         if running_groups.contains(&key) {
             continue;
         }
-        group.workload.pod_sets[0].spec.count = group.total;
+        let sets = &mut group.workload.pod_sets;
+        if let [only] = &mut sets[..] {
+            // One shape: the PodSet `main` of the group's total count (pods may still come).
+            only.spec.name = MAIN_POD_SET.to_string();
+            only.spec.count = group.total;
+            only.pods_per_replica = group.total;
+        } else {
+            for ps in sets.iter_mut() {
+                ps.pods_per_replica = ps.spec.count;
+            }
+            let seen: i32 = sets.iter().map(|p| p.spec.count).sum();
+            if seen != group.total {
+                warnings.push(format!(
+                    "{} (pod group {}/{}): {seen} pods of {} shapes are loaded but {} says {}; \
+                     the group is placed as the pods loaded",
+                    group.workload.source,
+                    key.0,
+                    key.1,
+                    sets.len(),
+                    keys::POD_GROUP_TOTAL_COUNT,
+                    group.total
+                ));
+            }
+        }
         pending.push((group.seq, group.workload));
     }
 
@@ -327,7 +348,7 @@ pub fn bound_pod_of(pod: &Pod) -> Result<Option<BoundPod>, FieldError> {
             .any(|k| annotations.contains_key(*k)),
         owner_job: controller_job_of(meta),
         group: GroupKey::of_pod(meta),
-        pod_set: PodSetHint::of_pod(meta),
+        pod_set: PodSetHint::of_pod(meta, Some(spec)),
         labels: meta.labels.clone().unwrap_or_default(),
         annotations,
     }))
@@ -424,8 +445,9 @@ struct Group {
     /// `Pod namespace/name` of its first pod, for messages.
     first: String,
     total: i32,
+    /// The role of each PodSet of `workload`, in first-appearance order.
+    roles: Vec<String>,
     workload: Workload,
-    warned: bool,
 }
 
 /// A Job as one workload with the PodSet `main`.

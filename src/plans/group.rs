@@ -101,7 +101,7 @@ impl PodFacts {
             namespace,
             name,
             group,
-            pod_set: PodSetHint::of_pod(meta),
+            pod_set: PodSetHint::of_pod(meta, Some(spec)),
             completion_index,
             job_index,
             requests,

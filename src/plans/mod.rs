@@ -503,25 +503,24 @@ impl PlanBook {
 
     /// The key of the live plan of the pod's PodSet, if there is one.
     fn planned_key(&self, facts: &PodFacts) -> Option<PlanKey> {
-        let candidates: &[&str] = match &facts.pod_set {
-            PodSetHint::Main => &[MAIN_POD_SET],
-            PodSetHint::Named(name) => {
+        // The PodSet the pod names, then the one a workload of one PodSet calls `main`.
+        let (first, fallback) = match &facts.pod_set {
+            PodSetHint::Main => (MAIN_POD_SET, None),
+            PodSetHint::Named(name) => (name.as_str(), None),
+            PodSetHint::Role(role) => (role.as_str(), Some(MAIN_POD_SET)),
+            PodSetHint::LwsWorker(0) => (LWS_LEADER_POD_SET, Some(MAIN_POD_SET)),
+            PodSetHint::LwsWorker(_) => (LWS_WORKER_POD_SET, Some(MAIN_POD_SET)),
+        };
+        [Some(first), fallback]
+            .into_iter()
+            .flatten()
+            .find_map(|name| {
                 let key = PlanKey {
                     group: facts.group.clone(),
-                    pod_set: name.clone(),
+                    pod_set: name.to_string(),
                 };
-                return self.plans.contains_key(&key).then_some(key);
-            }
-            PodSetHint::LwsWorker(0) => &[LWS_LEADER_POD_SET, MAIN_POD_SET],
-            PodSetHint::LwsWorker(_) => &[LWS_WORKER_POD_SET, MAIN_POD_SET],
-        };
-        candidates.iter().find_map(|name| {
-            let key = PlanKey {
-                group: facts.group.clone(),
-                pod_set: (*name).to_string(),
-            };
-            self.plans.contains_key(&key).then_some(key)
-        })
+                self.plans.contains_key(&key).then_some(key)
+            })
     }
 
     /// Why `pod`'s group cannot be planned, in the engine's (Kueue's) words, without making

@@ -109,11 +109,16 @@ pub fn pods_of(w: &Workload, index: usize, ps: &AdmittedPodSet, rf: &ResourceFla
                 }
                 WorkloadKind::PodGroup => {
                     labels.insert(keys::POD_GROUP_NAME_LABEL.to_string(), w.name.clone());
-                    annotations.insert(
-                        keys::POD_GROUP_TOTAL_COUNT.to_string(),
-                        spec.count.to_string(),
-                    );
-                    format!("{}-{i}", w.name)
+                    let total: i32 = w.pod_sets.iter().map(|p| p.spec.count).sum();
+                    annotations.insert(keys::POD_GROUP_TOTAL_COUNT.to_string(), total.to_string());
+                    if w.pod_sets.len() > 1 {
+                        // The webhook stamps each pod's role as Kueue's does, before the
+                        // flavor's injection changes the pod's shape.
+                        annotations.insert(keys::ROLE_HASH.to_string(), spec.name.clone());
+                        format!("{}-{}-{i}", w.name, spec.name)
+                    } else {
+                        format!("{}-{i}", w.name)
+                    }
                 }
                 WorkloadKind::JobSet => {
                     let (job_index, completion) = (i / per_replica, i % per_replica);

@@ -460,16 +460,39 @@ spec:
     );
     assert_eq!(cluster.workloads[1].queue_name.as_deref(), Some("lq2"));
 
-    // Pods of one group with different requests: placed with the first pod's, with a warning.
+    // Pods of one group with different requests are different PodSets (one per shape, as
+    // Kueue forms them), counted as loaded; a total count the loaded pods do not reach is
+    // warned about.
     let bigger = grouped("g-1", "3").replace("cpu: '1'", "cpu: '2'");
-    let cluster = load_ok(&[grouped("g-0", "3"), bigger].join("---\n"));
-    assert_eq!(cluster.workloads[0].pod_sets[0].spec.requests["cpu"], 1000);
+    let cluster = load_ok(&[grouped("g-0", "3"), bigger.clone()].join("---\n"));
+    let sets: Vec<(i64, i32)> = cluster.workloads[0]
+        .pod_sets
+        .iter()
+        .map(|p| (p.spec.requests["cpu"], p.spec.count))
+        .collect();
+    assert_eq!(sets, [(1000, 1), (2000, 1)]);
+    assert!(
+        cluster.workloads[0]
+            .pod_sets
+            .iter()
+            .all(|p| p.spec.name.len() == 8)
+    );
     assert_eq!(cluster.warnings.len(), 1);
     assert!(
-        cluster.warnings[0].contains("(Pod ns/g-1): requests differ from Pod ns/g-0"),
+        cluster.warnings[0].contains("2 pods of 2 shapes are loaded")
+            && cluster.warnings[0].contains("says 3"),
         "{:?}",
         cluster.warnings
     );
+    let complete = [grouped("g-0", "3"), grouped("g-2", "3"), bigger].join("---\n");
+    let cluster = load_ok(&complete);
+    let sets: Vec<i32> = cluster.workloads[0]
+        .pod_sets
+        .iter()
+        .map(|p| p.spec.count)
+        .collect();
+    assert_eq!(sets, [2, 1]);
+    assert!(cluster.warnings.is_empty(), "{:?}", cluster.warnings);
 
     // A group with a bound pod already runs.
     let bound = grouped("g-2", "3").replace("spec:\n", "spec:\n  nodeName: n1\n");
