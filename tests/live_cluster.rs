@@ -150,6 +150,23 @@ fn jobset_pod(js: &str, rj: &str, index: u32, cpu: u32) -> Value {
     })
 }
 
+/// Pending pod `name` of plain pod group `group` of `total` pods, of `cpu` cpu, required in
+/// one rack.
+fn group_pod(group: &str, name: &str, total: u32, cpu: u32) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}"),
+            "labels": {"kueue.x-k8s.io/pod-group-name": group,
+                "kueue.x-k8s.io/queue-name": "tas-queue"},
+            "annotations": {"kueue.x-k8s.io/pod-group-total-count": total.to_string(),
+                "kueue.x-k8s.io/podset-required-topology": RACK}},
+        "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+            "resources": {"requests": {"cpu": cpu.to_string()}}}],
+            "nodeSelector": {"node-group": "tas"}},
+        "status": {"phase": "Pending"}
+    })
+}
+
 fn lone_pod(name: &str, cpu: u32, node: &str, phase: &str) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Pod",
@@ -622,6 +639,68 @@ async fn a_jobset_created_after_startup_is_planned_as_one_workload() {
         after.seats_held, 11,
         "nothing of the refused JobSet is held: {after:?}"
     );
+    live.watches.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_group_of_two_shapes_waits_for_all_its_pods_then_is_planned_whole() {
+    let live = Live::start(with_objects(two_racks())).await;
+    let extender = live.extender();
+    // A head of 4 cpu and three workers of 1 cpu: two shapes, two PodSets. Only the head
+    // exists yet: its shape alone does not say the group's, so nothing is placed.
+    live.fake.apply(group_pod("mixed", "mixed-head", 4, 4));
+    live.until("the head is watched", |s| {
+        s.pod_group_incomplete(&GroupKey {
+            kind: WorkloadKind::PodGroup,
+            namespace: "default".into(),
+            name: "mixed".into(),
+        }) == Some((1, 4))
+    })
+    .await;
+    let head = live.pod("mixed-head");
+    let names: Vec<String> = live
+        .state
+        .read()
+        .nodes()
+        .map(|(_, n)| n.name.clone())
+        .collect();
+    let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
+    let waiting = extender.filter_cached(&head, &candidates);
+    assert_eq!(waiting.node_names, Some(vec![]), "{waiting:?}");
+    let reason = waiting
+        .failed_nodes
+        .values()
+        .next()
+        .cloned()
+        .unwrap_or_default();
+    assert!(reason.contains("has 1 of its 4 pods"), "{waiting:?}");
+    assert_eq!(extender.stats().plans_active, 0);
+
+    for i in 0..3 {
+        live.fake
+            .apply(group_pod("mixed", &format!("mixed-w{i}"), 4, 1));
+    }
+    live.until("every pod of the group is watched", |s| {
+        s.pod_group_incomplete(&GroupKey {
+            kind: WorkloadKind::PodGroup,
+            namespace: "default".into(),
+            name: "mixed".into(),
+        })
+        .is_none()
+    })
+    .await;
+    // 7 cpu in one rack; the head's filter plans both PodSets.
+    let nodes = filter(&extender, &head).unwrap();
+    assert_eq!(nodes.len(), 1, "{nodes:?}");
+    let stats = extender.stats();
+    assert_eq!((stats.plans_active, stats.seats_held), (2, 4), "{stats:?}");
+    let rack = rack_of(&live.state.read(), &nodes[0]);
+    for i in 0..3 {
+        let worker = live.pod(&format!("mixed-w{i}"));
+        let nodes = filter(&extender, &worker).unwrap();
+        assert_eq!(nodes.len(), 1, "worker {i}: {nodes:?}");
+        assert_eq!(rack_of(&live.state.read(), &nodes[0]), rack, "worker {i}");
+    }
     live.watches.stop().await;
 }
 

@@ -385,6 +385,8 @@ pub enum Route {
     Denied(Denial),
     /// Placed with its workload.
     Workload(Box<RoutedWorkload>),
+    /// Not placeable yet (a plain pod group not all of whose pods exist); the reason.
+    Waiting(String),
 }
 
 /// A workload kube-tas places, and the PodSet of the pod that asked.
@@ -426,6 +428,16 @@ pub fn route(
             name_or_generate_name(&pod.metadata)
         )
     };
+    if tas_marked
+        && group.kind == WorkloadKind::PodGroup
+        && let Some((known, total)) = state.pod_group_incomplete(group)
+    {
+        return Ok(Route::Waiting(format!(
+            "{group} has {known} of its {total} pods ({}); it is placed once all of them \
+             exist, as Kueue admits a pod group",
+            keys::POD_GROUP_TOTAL_COUNT
+        )));
+    }
     let owned;
     let known = state.workload(group);
     let workload: &Workload = match (&known, group.kind) {

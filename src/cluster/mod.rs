@@ -38,9 +38,9 @@ pub use load::{LoadError, load_paths};
 pub use pod_requests::pod_requests;
 pub use quantity::{QuantityError, QuantityValue, parse_quantity};
 pub use workloads::{
-    bound_pod_of, controller_job_of, controller_job_ref, is_terminal, job_finished,
-    name_or_generate_name, namespace_or_default, owned_by_jobset, pod_marks_tas, workload_of_job,
-    workload_of_pod, workload_of_stamped_job_pod,
+    PendingGroupPod, bound_pod_of, controller_job_of, controller_job_ref, is_terminal,
+    job_finished, name_or_generate_name, namespace_or_default, owned_by_jobset, pending_group_pod,
+    pod_marks_tas, workload_of_job, workload_of_pod, workload_of_stamped_job_pod,
 };
 
 /// Everything kube-tas knows about a cluster.

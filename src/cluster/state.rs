@@ -35,7 +35,7 @@ use std::borrow::Cow;
 use super::group::{GroupKey, PodSetHint};
 use super::kueue::{ClusterQueue, KueueObjects, LocalQueue, ResourceFlavor, Topology};
 use super::sets::SetEntry;
-use super::{BoundPod, Cluster, Workload};
+use super::{BoundPod, Cluster, PendingGroupPod, PendingPodSet, Workload};
 use crate::topology::capacity::FreeCapacity;
 use crate::topology::resources::{PODS, add_pod_usage};
 use crate::topology::tree::TopologyTree;
@@ -108,6 +108,10 @@ pub struct ClusterState {
     sets: BTreeMap<GroupKey, SetEntry>,
     /// Plain pod groups whose pods are known (their PodSets by shape).
     pod_groups: HashMap<GroupKey, Workload>,
+    /// Pending pods of plain pod groups by uid (live mode's watch of unbound group pods).
+    pending_group_pods: HashMap<String, PendingGroupPod>,
+    /// Their uids per group.
+    pending_by_group: HashMap<GroupKey, BTreeSet<String>>,
     kueue: KueueObjects,
     trees: Mutex<HashMap<String, Arc<FlavorTopology>>>,
     topology_generation: u64,
@@ -493,6 +497,100 @@ impl ClusterState {
         self.pod_groups.insert(key, workload);
     }
 
+    /// A pending pod of a plain pod group (added or changed).
+    pub fn apply_pending_group_pod(&mut self, uid: &str, pod: PendingGroupPod) {
+        self.remove_pending_group_pod(uid);
+        self.pending_by_group
+            .entry(pod.group.clone())
+            .or_default()
+            .insert(uid.to_string());
+        self.pending_group_pods.insert(uid.to_string(), pod);
+    }
+
+    /// A pending group pod gone (deleted, or bound: the pod watch shows it then).
+    pub fn remove_pending_group_pod(&mut self, uid: &str) -> bool {
+        let Some(old) = self.pending_group_pods.remove(uid) else {
+            return false;
+        };
+        if let Some(uids) = self.pending_by_group.get_mut(&old.group) {
+            uids.remove(uid);
+            if uids.is_empty() {
+                self.pending_by_group.remove(&old.group);
+            }
+        }
+        true
+    }
+
+    /// The uids of every pending group pod recorded.
+    pub fn pending_group_pod_uids(&self) -> Vec<String> {
+        self.pending_group_pods.keys().cloned().collect()
+    }
+
+    /// For a plain pod group whose pending pods are watched: `(pods known, total count)` while
+    /// fewer pods than its total count exist. Kueue admits a pod group only once all its pods
+    /// exist (until then the shapes of the missing ones are unknown).
+    pub fn pod_group_incomplete(&self, group: &GroupKey) -> Option<(usize, i32)> {
+        if self.pod_groups.contains_key(group) {
+            return None;
+        }
+        let uids = self.pending_by_group.get(group)?;
+        let total = uids
+            .iter()
+            .filter_map(|u| self.pending_group_pods.get(u))
+            .map(|p| p.total)
+            .max()?;
+        let known = uids.len() + self.members(group).count();
+        (known < usize::try_from(total).unwrap_or(0)).then_some((known, total))
+    }
+
+    /// The workload of a plain pod group from its watched pods: one PodSet per role (pending
+    /// and bound pods counted), ordered by their first pod's name; `main` of the total count
+    /// when the group has one shape.
+    fn watched_pod_group(&self, group: &GroupKey) -> Option<Workload> {
+        let mut pods: Vec<&PendingGroupPod> = self
+            .pending_by_group
+            .get(group)?
+            .iter()
+            .filter_map(|u| self.pending_group_pods.get(u))
+            .collect();
+        pods.sort_by(|a, b| a.name.cmp(&b.name));
+        let first = pods.first()?;
+        let mut sets: Vec<(String, PendingPodSet)> = Vec::new();
+        for p in &pods {
+            match sets.iter_mut().find(|(r, _)| *r == p.role) {
+                Some((_, set)) => set.spec.count += 1,
+                None => {
+                    let mut set = p.pod_set.clone();
+                    set.spec.name = p.role.clone();
+                    sets.push((p.role.clone(), set));
+                }
+            }
+        }
+        for m in self.members(group) {
+            if let PodSetHint::Role(role) = &m.pod_set
+                && let Some((_, set)) = sets.iter_mut().find(|(r, _)| r == role)
+            {
+                set.spec.count += 1;
+            }
+        }
+        let mut pod_sets: Vec<PendingPodSet> = sets.into_iter().map(|(_, s)| s).collect();
+        if let [only] = &mut pod_sets[..] {
+            only.spec.name = "main".to_string();
+            only.spec.count = first.total;
+        }
+        for ps in &mut pod_sets {
+            ps.pods_per_replica = ps.spec.count;
+        }
+        Some(Workload {
+            kind: super::WorkloadKind::PodGroup,
+            namespace: group.namespace.clone(),
+            name: group.name.clone(),
+            queue_name: first.queue_name.clone(),
+            pod_sets,
+            source: Default::default(),
+        })
+    }
+
     /// A plain pod group forgotten.
     pub fn delete_pod_group(&mut self, key: &GroupKey) -> bool {
         self.pod_groups.remove(key).is_some()
@@ -506,7 +604,12 @@ impl ClusterState {
             super::WorkloadKind::Job => {
                 return self.job(&group.namespace, &group.name).map(Cow::Borrowed);
             }
-            super::WorkloadKind::PodGroup => return self.pod_groups.get(group).map(Cow::Borrowed),
+            super::WorkloadKind::PodGroup => {
+                return match self.pod_groups.get(group) {
+                    Some(w) => Some(Cow::Borrowed(w)),
+                    None => self.watched_pod_group(group).map(Cow::Owned),
+                };
+            }
             _ => {}
         }
         let (set, index) = SetEntry::set_of(group)?;

@@ -378,6 +378,47 @@ pub fn workload_of_pod(pod: &Pod) -> Result<Workload, FieldError> {
     })
 }
 
+/// A pending pod of a plain pod group, as the cluster state tracks it until it binds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingGroupPod {
+    /// Its group.
+    pub group: GroupKey,
+    /// `metadata.name` (PodSets are ordered by their first pod's name).
+    pub name: String,
+    /// Its role: the PodSet of its shape.
+    pub role: String,
+    /// The group's `pod-group-total-count`.
+    pub total: i32,
+    /// Its LocalQueue.
+    pub queue_name: Option<String>,
+    /// Its PodSet (count 1), as its own workload would have it.
+    pub pod_set: PendingPodSet,
+}
+
+/// The pending plain-group pod `pod` is, or `None` for a pod that is bound, finished, in no
+/// plain pod group, or controlled by a Job or a set.
+pub fn pending_group_pod(pod: &Pod) -> Result<Option<PendingGroupPod>, FieldError> {
+    let meta = &pod.metadata;
+    let group = GroupKey::of_pod(meta);
+    let bound = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| !n.is_empty());
+    if group.kind != WorkloadKind::PodGroup || bound || is_terminal(pod) {
+        return Ok(None);
+    }
+    let spec = pod.spec.clone().unwrap_or_default();
+    Ok(Some(PendingGroupPod {
+        name: name_or_generate_name(meta),
+        role: pod_role(meta, &spec)?,
+        total: total_count(meta)?,
+        queue_name: queue_name(meta),
+        pod_set: pending_pod_set(meta, &spec, 1)?,
+        group,
+    }))
+}
+
 /// `metadata.name`, or `generateName` while the API server has not named the object yet (a
 /// CREATE in admission).
 pub fn name_or_generate_name(meta: &ObjectMeta) -> String {

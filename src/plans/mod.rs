@@ -462,6 +462,15 @@ impl PlanBook {
                         },
                     };
                 }
+                Ok(Route::Waiting(why)) => {
+                    return FilterVerdict::Only {
+                        pass: Vec::new(),
+                        rejected: Rejection {
+                            reason: format!("node(s) wait: {why}").into(),
+                            unresolvable: false,
+                        },
+                    };
+                }
                 Ok(Route::Workload(routed)) => {
                     if let Err(rejection) =
                         self.plan_workload(state, &facts.group, &routed, now, Some(&facts.owner))

@@ -9,7 +9,12 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Resource;
 use kube::runtime::watcher;
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
+use std::borrow::Cow;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::core::NamespaceResourceScope;
 
 use crate::cluster::group::GroupKey;
 use crate::cluster::kueue::{ClusterQueue, LocalQueue, ResourceFlavor, Topology};
@@ -18,8 +23,9 @@ use crate::cluster::sets::{JobSet, LeaderWorkerSet, SetEntry};
 use crate::cluster::state::ClusterState;
 use crate::cluster::{
     Source, WorkloadKind, bound_pod_of, is_terminal, job_finished, namespace_or_default,
-    owned_by_jobset, workload_of_job,
+    owned_by_jobset, pending_group_pod, workload_of_job,
 };
+use crate::keys;
 
 /// A kind kube-tas watches.
 pub trait WatchedKind:
@@ -342,5 +348,77 @@ impl WatchedKind for LeaderWorkerSet {
             .into_iter()
             .map(|k| format!("{}/{}", k.namespace, k.name))
             .collect()
+    }
+}
+
+/// A pending pod of a plain pod group: the second watch on pods (label
+/// `kueue.x-k8s.io/pod-group-name`, field `spec.nodeName=`), so that a group's PodSets (one
+/// per pod shape) and whether all its pods exist are known before any of them binds. A pod
+/// that binds leaves this watch (as a deletion) and shows up in the pod watch.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(transparent)]
+pub struct PendingGroupPod(pub Pod);
+
+impl Resource for PendingGroupPod {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        Pod::kind(dt)
+    }
+    fn group(dt: &()) -> Cow<'_, str> {
+        Pod::group(dt)
+    }
+    fn version(dt: &()) -> Cow<'_, str> {
+        Pod::version(dt)
+    }
+    fn api_version(dt: &()) -> Cow<'_, str> {
+        Pod::api_version(dt)
+    }
+    fn plural(dt: &()) -> Cow<'_, str> {
+        Pod::plural(dt)
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.0.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.0.metadata
+    }
+}
+
+impl WatchedKind for PendingGroupPod {
+    const NAME: &'static str = "podgrouppods";
+
+    fn config() -> watcher::Config {
+        watcher::Config::default()
+            .labels(keys::POD_GROUP_NAME_LABEL)
+            .fields("spec.nodeName=")
+    }
+
+    fn key(obj: &Self) -> String {
+        pod_key(&obj.0)
+    }
+
+    fn apply(state: &mut ClusterState, obj: &Self) {
+        let key = pod_key(&obj.0);
+        match pending_group_pod(&obj.0) {
+            Ok(Some(pod)) => state.apply_pending_group_pod(&key, pod),
+            Ok(None) => {
+                state.remove_pending_group_pod(&key);
+            }
+            Err(e) => {
+                tracing::warn!(pod = %key, error = %e,
+                    "pod group pod not readable: its group is placed without it");
+                state.remove_pending_group_pod(&key);
+            }
+        }
+    }
+
+    fn delete_key(state: &mut ClusterState, key: &str) {
+        state.remove_pending_group_pod(key);
+    }
+
+    fn keys(state: &ClusterState) -> Vec<String> {
+        state.pending_group_pod_uids()
     }
 }

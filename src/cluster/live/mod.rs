@@ -38,7 +38,7 @@ pub mod kinds;
 pub mod leader;
 pub mod resources;
 
-pub use kinds::WatchedKind;
+pub use kinds::{PendingGroupPod, WatchedKind};
 pub use leader::Leadership;
 
 /// How many objects of a relist are applied under one write lock.
@@ -203,7 +203,8 @@ impl Watches {
             ClusterQueue,
             LocalQueue,
             JobSet,
-            LeaderWorkerSet
+            LeaderWorkerSet,
+            PendingGroupPod
         );
         Self {
             status,
