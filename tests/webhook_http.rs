@@ -915,7 +915,19 @@ async fn a_plain_pod_group_member_is_patched() {
     let router = router();
     let review = fixture("pod-group-member.json");
     let answer = mutate_allowed(&router, &review).await;
-    assert_patch_injects(&review, &answer, POD_ROOT, &gpu_flavor(), &[]);
+    // The pod keeps the role of its shape as submitted (Kueue's role-hash annotation).
+    let pod: k8s_openapi::api::core::v1::Pod =
+        serde_json::from_value(review["request"]["object"].clone()).unwrap();
+    let role =
+        kube_tas::cluster::role::pod_role(&pod.metadata, pod.spec.as_ref().unwrap()).unwrap();
+    assert_eq!(role.len(), 8, "{role}");
+    assert_patch_injects(
+        &review,
+        &answer,
+        POD_ROOT,
+        &gpu_flavor(),
+        &[("kueue.x-k8s.io/role-hash", role.as_str())],
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
