@@ -1056,3 +1056,86 @@ async fn jobset_ranks_take_neighbouring_seats_across_its_jobs() {
     assert_eq!(j1i0, j1i1, "Job 1 shares a host");
     assert_ne!(j0i0, j1i0, "{j0i0} {j1i0}");
 }
+
+#[tokio::test]
+async fn after_a_restart_a_jobsets_workers_join_the_rack_of_its_bound_driver() {
+    // The driver (1 cpu) runs on b1-r3-h1 already; fillers leave r1 exactly 2 cpu, the
+    // tightest fit for the 2 workers (1 cpu) on their own. Placed as one workload, the workers
+    // stay in the driver's rack.
+    let mut docs = base_docs(3);
+    docs.push(jobset_doc("train", 1, 2, 1));
+    let mut driver = jobset_pod("train", "driver", 0, 1);
+    driver["apiVersion"] = json!("v1");
+    driver["kind"] = json!("Pod");
+    driver["spec"]["nodeName"] = json!("b1-r3-h1");
+    driver["status"] = json!({"phase": "Running"});
+    docs.push(driver);
+    docs.push(filler_doc("fill-1", 3, "b1-r1-h1"));
+    docs.push(filler_doc("fill-2", 3, "b1-r1-h2"));
+    let extender = extender(&docs);
+    let router = main_router(extender.clone());
+    let candidates = names(3);
+    for i in 0..2 {
+        let pod = jobset_pod("train", "workers", i, 1);
+        let seat = the_one(&filter_cached(&router, &pod, &candidates).await);
+        assert_eq!(rack(&seat), "r3", "worker {i} on {seat}");
+    }
+    assert_eq!(
+        extender.stats().plans_made,
+        1,
+        "only the workers are planned"
+    );
+}
+
+#[tokio::test]
+async fn a_jobset_whose_second_pod_set_does_not_fit_gives_back_what_the_first_held() {
+    // Two PodSets placed one after the other (no podset-group-name): `a` (1 pod × 2 cpu, one
+    // rack) fits and holds its seat before `b` (10 pods × 1 cpu, one rack of 8 cpu) is tried;
+    // `b` does not fit, so `a`'s hold is given back and no pod of either passes.
+    let rj = |name: &str, n: usize, cpu: u32| {
+        json!({"name": name, "replicas": 1, "template": {"spec": {
+            "parallelism": n, "completions": n, "completionMode": "Indexed",
+            "template": {
+                "metadata": {"annotations": {"kueue.x-k8s.io/podset-required-topology": RACK}},
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "c",
+                    "image": "registry.example/trainer:1",
+                    "resources": {"requests": {"cpu": cpu.to_string(), "memory": "1Gi"}}}]}}}}})
+    };
+    let mut docs = base_docs(3);
+    docs.push(json!({
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"name": "split", "namespace": NS, "uid": job_uid("split"),
+            "labels": {"kueue.x-k8s.io/queue-name": "tas-user-queue"}},
+        "spec": {"replicatedJobs": [rj("a", 1, 2), rj("b", 10, 1)]},
+    }));
+    let extender = extender(&docs);
+    let router = main_router(extender.clone());
+    let candidates = names(3);
+    let mut a = jobset_pod("split", "a", 0, 2);
+    a["metadata"]["annotations"]
+        .as_object_mut()
+        .unwrap()
+        .remove("kueue.x-k8s.io/podset-group-name");
+    let v = filter_cached(&router, &a, &candidates).await;
+    assert_eq!(passed_names(&v), Vec::<String>::new(), "{v}");
+    assert!(
+        failed(&v)
+            .values()
+            .all(|r| r.contains("JobSet ml/split pod set b (10 pods)")),
+        "{v}"
+    );
+    let s = extender.stats();
+    assert_eq!(
+        (s.plans_active, s.seats_held, s.groups_not_fit),
+        (0, 0, 1),
+        "{s:?}"
+    );
+    // Nothing is held anywhere: a lone pod of a whole rack's worth still fits.
+    for node in names(3).iter().filter(|n| n.starts_with("b1-")) {
+        assert_eq!(
+            extender.with_book(|b, state| b.held_on(state, node).cloned()),
+            None,
+            "{node}"
+        );
+    }
+}

@@ -646,6 +646,24 @@ async fn a_jobset_created_after_startup_is_planned_as_one_workload() {
 async fn a_pod_group_of_two_shapes_waits_for_all_its_pods_then_is_planned_whole() {
     let live = Live::start(with_objects(two_racks())).await;
     let extender = live.extender();
+    // The scheduler may ask before the watch shows any pod of the group: it waits.
+    let early: Pod = serde_json::from_value(group_pod("mixed", "mixed-head", 4, 4)).unwrap();
+    let names: Vec<String> = live
+        .state
+        .read()
+        .nodes()
+        .map(|(_, n)| n.name.clone())
+        .collect();
+    let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
+    let unseen = extender.filter_cached(&early, &candidates);
+    assert_eq!(unseen.node_names, Some(vec![]), "{unseen:?}");
+    assert!(
+        unseen
+            .failed_nodes
+            .values()
+            .all(|r| r.contains("no pod of PodGroup default/mixed")),
+        "{unseen:?}"
+    );
     // A head of 4 cpu and three workers of 1 cpu: two shapes, two PodSets. Only the head
     // exists yet: its shape alone does not say the group's, so nothing is placed.
     live.fake.apply(group_pod("mixed", "mixed-head", 4, 4));

@@ -162,6 +162,7 @@ fn registers_the_webhook_as_designed() {
         "'kube-tas.io/'",
         "object.spec.template.metadata.annotations",
         "'JobSet'",
+        "'jobset.sigs.k8s.io/jobset-name'",
         "rj.template.spec.template.metadata.annotations",
         "'LeaderWorkerSet'",
         "leaderWorkerTemplate.workerTemplate.metadata.annotations",

@@ -36,7 +36,7 @@ use crate::cluster::sets::{JobSet, LeaderWorkerSet, workload_of_jobset, workload
 use crate::cluster::state::{ClusterState, SharedState};
 use crate::cluster::{
     Cluster, Workload, WorkloadKind, controller_job_of, name_or_generate_name,
-    namespace_or_default, pod_marks_tas, workload_of_job, workload_of_pod,
+    namespace_or_default, owned_by_jobset, pod_marks_tas, workload_of_job, workload_of_pod,
     workload_of_stamped_job_pod,
 };
 use crate::keys;
@@ -262,6 +262,10 @@ impl Webhook {
             .and_then(|t| t.metadata.as_ref())
             .and_then(|m| m.annotations.as_ref());
         if !names_queue(&job.metadata) && !has_podset_annotation(template_annotations) {
+            return Decision::allow();
+        }
+        if owned_by_jobset(&job.metadata) {
+            // Its JobSet was admitted as one workload and its template patched already.
             return Decision::allow();
         }
         let workload = match workload_of_job(job) {

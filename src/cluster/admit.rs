@@ -207,7 +207,11 @@ fn validate(workload: &Workload, gates: &FeatureGates) -> Result<(), Denial> {
         .iter()
         .map(|ps| (ps.annotations_path.clone(), &ps.annotations, ps.spec.count))
         .collect();
-    errors.extend(validate_podset_groups(&members, gates));
+    // Kueue checks PodSet groups where a workload's PodSets are known up front (Jobs,
+    // JobSets, LeaderWorkerSets); a pod is checked alone.
+    if !matches!(workload.kind, WorkloadKind::Pod | WorkloadKind::PodGroup) {
+        errors.extend(validate_podset_groups(&members, gates));
+    }
     if errors.is_empty() {
         Ok(())
     } else {
@@ -428,15 +432,20 @@ pub fn route(
             name_or_generate_name(&pod.metadata)
         )
     };
-    if tas_marked
-        && group.kind == WorkloadKind::PodGroup
-        && let Some((known, total)) = state.pod_group_incomplete(group)
-    {
-        return Ok(Route::Waiting(format!(
-            "{group} has {known} of its {total} pods ({}); it is placed once all of them \
-             exist, as Kueue admits a pod group",
-            keys::POD_GROUP_TOTAL_COUNT
-        )));
+    if tas_marked && group.kind == WorkloadKind::PodGroup {
+        if let Some((known, total)) = state.pod_group_incomplete(group) {
+            return Ok(Route::Waiting(format!(
+                "{group} has {known} of its {total} pods ({}); it is placed once all of them \
+                 exist, as Kueue admits a pod group",
+                keys::POD_GROUP_TOTAL_COUNT
+            )));
+        }
+        if state.tracks_pending_group_pods() && state.workload(group).is_none() {
+            return Ok(Route::Waiting(format!(
+                "no pod of {group} is in kube-tas's view of pending pods yet (its watch lags \
+                 the scheduler); the group is placed once its pods are seen"
+            )));
+        }
     }
     let owned;
     let known = state.workload(group);

@@ -185,7 +185,9 @@ impl PodSetHint {
             PodSetHint::LwsWorker(0) if pod_set == LWS_LEADER_POD_SET => Some(0),
             PodSetHint::LwsWorker(i) => Some(*i),
             _ => match (job_index, completion_index) {
-                (Some(j), c) => Some(j * pods_per_replica + c.unwrap_or(0)),
+                (Some(j), c) => j
+                    .checked_mul(pods_per_replica)
+                    .and_then(|r| r.checked_add(c.unwrap_or(0))),
                 (None, c) => c,
             },
         }

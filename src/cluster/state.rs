@@ -112,6 +112,9 @@ pub struct ClusterState {
     pending_group_pods: HashMap<String, PendingGroupPod>,
     /// Their uids per group.
     pending_by_group: HashMap<GroupKey, BTreeSet<String>>,
+    /// A watch feeds the pending group pods (live mode): a group none of whose pods is known
+    /// yet is waited for, never guessed from one pod.
+    tracks_pending_group_pods: bool,
     kueue: KueueObjects,
     trees: Mutex<HashMap<String, Arc<FlavorTopology>>>,
     topology_generation: u64,
@@ -521,6 +524,27 @@ impl ClusterState {
         true
     }
 
+    /// From now on a watch feeds the pending pods of plain pod groups.
+    pub fn track_pending_group_pods(&mut self) {
+        self.tracks_pending_group_pods = true;
+    }
+
+    /// Whether a watch feeds the pending pods of plain pod groups.
+    pub fn tracks_pending_group_pods(&self) -> bool {
+        self.tracks_pending_group_pods
+    }
+
+    /// The pending group pods of `group`, without those already holding capacity (a pod
+    /// assumed on bind stays in the pending watch until it shows up bound).
+    fn pending_of(&self, group: &GroupKey) -> impl Iterator<Item = &PendingGroupPod> {
+        self.pending_by_group
+            .get(group)
+            .into_iter()
+            .flatten()
+            .filter(|u| !self.pods.contains_key(*u))
+            .filter_map(|u| self.pending_group_pods.get(u))
+    }
+
     /// The uids of every pending group pod recorded.
     pub fn pending_group_pod_uids(&self) -> Vec<String> {
         self.pending_group_pods.keys().cloned().collect()
@@ -533,13 +557,8 @@ impl ClusterState {
         if self.pod_groups.contains_key(group) {
             return None;
         }
-        let uids = self.pending_by_group.get(group)?;
-        let total = uids
-            .iter()
-            .filter_map(|u| self.pending_group_pods.get(u))
-            .map(|p| p.total)
-            .max()?;
-        let known = uids.len() + self.members(group).count();
+        let total = self.pending_of(group).map(|p| p.total).max()?;
+        let known = self.pending_of(group).count() + self.members(group).count();
         (known < usize::try_from(total).unwrap_or(0)).then_some((known, total))
     }
 
@@ -547,12 +566,7 @@ impl ClusterState {
     /// and bound pods counted), ordered by their first pod's name; `main` of the total count
     /// when the group has one shape.
     fn watched_pod_group(&self, group: &GroupKey) -> Option<Workload> {
-        let mut pods: Vec<&PendingGroupPod> = self
-            .pending_by_group
-            .get(group)?
-            .iter()
-            .filter_map(|u| self.pending_group_pods.get(u))
-            .collect();
+        let mut pods: Vec<&PendingGroupPod> = self.pending_of(group).collect();
         pods.sort_by(|a, b| a.name.cmp(&b.name));
         let first = pods.first()?;
         let mut sets: Vec<(String, PendingPodSet)> = Vec::new();

@@ -198,6 +198,23 @@ pub struct BindTicket {
     pub already_bound: bool,
 }
 
+/// One placement unit of a workload (one PodSet, or a leader and its workers), as
+/// [`PlanBook::plan_unit`] places it.
+struct Unit<'a> {
+    group: &'a GroupKey,
+    /// Its PodSets that have no live plan.
+    members: Vec<&'a RoutedPodSet>,
+    /// Nodes of the workload's pods holding capacity, per PodSet.
+    bound: &'a HashMap<&'a str, Vec<NodeId>>,
+    /// Nodes the unit is tied to (its PodSets' bound pods, the seats of their live plans):
+    /// what is placed now stays in their domain.
+    anchors: Vec<NodeId>,
+    /// The PodSet of the pod that asks.
+    asking: &'a str,
+    /// PodSets of the workload kube-tas places.
+    workload_pod_sets: usize,
+}
+
 /// Why one placement unit of a workload does not fit.
 struct UnitFailure {
     /// The PodSet (the workers of a leader + workers pair).
@@ -260,6 +277,8 @@ struct Plan {
     owner: ObjectReference,
     /// Pods per replica (a JobSet's pods per Job), for ranks.
     pods_per_replica: usize,
+    /// PodSets of the plan's workload kube-tas places.
+    workload_pod_sets: usize,
 }
 
 impl Plan {
@@ -415,7 +434,7 @@ impl PlanBook {
         candidates: &[&str],
         now: Instant,
     ) -> FilterVerdict {
-        self.sweep(now);
+        self.sweep(state, now);
         let verdict = self.decide_filter(state, pod, candidates, now);
         self.publish();
         verdict
@@ -596,7 +615,7 @@ impl PlanBook {
         node: &str,
         now: Instant,
     ) -> Result<BindTicket, BindError> {
-        self.sweep(now);
+        self.sweep(state, now);
         let uid = if uid.is_empty() {
             format!("{namespace}/{name}")
         } else {
@@ -795,19 +814,32 @@ impl PlanBook {
             }
         }
         let mut made: Vec<(PlanKey, Plan)> = Vec::new();
-        for unit in placement_units(routed) {
-            let members: Vec<&RoutedPodSet> = unit
-                .iter()
-                .map(|&i| &routed.pod_sets[i])
-                .filter(|p| {
-                    !self.plans.contains_key(&PlanKey {
-                        group: group.clone(),
-                        pod_set: p.spec.name.clone(),
-                    })
-                })
-                .collect();
-            let outcome =
-                self.plan_unit(state, group, &members, &bound, &routed.pod_set, now, owner);
+        for indices in placement_units(routed) {
+            let mut unit = Unit {
+                group,
+                members: Vec::new(),
+                bound: &bound,
+                anchors: Vec::new(),
+                asking: &routed.pod_set,
+                workload_pod_sets: routed.pod_sets.len(),
+            };
+            for p in indices.iter().map(|&i| &routed.pod_sets[i]) {
+                let name = p.spec.name.as_str();
+                unit.anchors
+                    .extend(bound.get(name).into_iter().flatten().copied());
+                let key = PlanKey {
+                    group: group.clone(),
+                    pod_set: name.to_string(),
+                };
+                match self.plans.get(&key) {
+                    // A PodSet of the unit planned already: the rest joins its seats' domain.
+                    Some(plan) => unit
+                        .anchors
+                        .extend(plan.seats.iter().map(|seat| plan.node_id(seat))),
+                    None => unit.members.push(p),
+                }
+            }
+            let outcome = self.plan_unit(state, &unit, now, owner);
             match outcome {
                 Ok(plans) => {
                     for (_, plan) in &plans {
@@ -885,21 +917,24 @@ impl PlanBook {
     }
 
     /// Places one unit (one PodSet, or workers and their leader) on current free capacity
-    /// (usage, every hold, the earlier units of this workload). The plans come back without
-    /// holds.
-    #[allow(clippy::too_many_arguments)]
+    /// (usage, every hold, the earlier units of this workload), inside the domain of its
+    /// anchors. The plans come back without holds.
     fn plan_unit(
         &mut self,
         state: &ClusterState,
-        group: &GroupKey,
-        members: &[&RoutedPodSet],
-        bound: &HashMap<&str, Vec<NodeId>>,
-        asking: &str,
+        unit: &Unit<'_>,
         now: Instant,
         owner: Option<&ObjectReference>,
     ) -> Result<Vec<(PlanKey, Plan)>, UnitFailure> {
+        let Unit {
+            group,
+            bound,
+            asking,
+            ..
+        } = *unit;
         // PodSets of size 0 get no placement (Kueue skips them).
-        let mut members: Vec<&RoutedPodSet> = members
+        let mut members: Vec<&RoutedPodSet> = unit
+            .members
             .iter()
             .copied()
             .filter(|p| p.spec.count > 0)
@@ -942,11 +977,16 @@ impl PlanBook {
                 .filter_map(|n| tree.leaf_of_node(&n.name))
                 .collect()
         };
-        let all_bound: Vec<DomainIdx> = members.iter().flat_map(|p| bound_leaves(p)).collect();
-        let within = if all_bound.is_empty() {
+        let anchors: Vec<DomainIdx> = unit
+            .anchors
+            .iter()
+            .filter_map(|&id| state.node(id))
+            .filter_map(|n| tree.leaf_of_node(&n.name))
+            .collect();
+        let within = if anchors.is_empty() {
             None
         } else {
-            level.and_then(|l| common_ancestor(tree, &all_bound, l))
+            level.and_then(|l| common_ancestor(tree, &anchors, l))
         };
         // What is left to place of each PodSet: the pods not holding capacity yet; the PodSet of
         // the pod that asks gets at least its seat (a replacement).
@@ -1044,6 +1084,7 @@ impl PlanBook {
                 touched: now,
                 owner: owner.clone(),
                 pods_per_replica: usize::try_from(set.pods_per_replica).unwrap_or(1).max(1),
+                workload_pod_sets: unit.workload_pod_sets,
             };
             for &(leaf, count) in &assignment.domains {
                 for _ in 0..count {
@@ -1240,7 +1281,7 @@ impl PlanBook {
 
     /// Expires plans idle for longer than the TTL (at most once a second) and forgets pods
     /// seen long ago that never bound.
-    fn sweep(&mut self, now: Instant) {
+    fn sweep(&mut self, state: &ClusterState, now: Instant) {
         if self.last_sweep.is_some_and(|t| {
             now.saturating_duration_since(t) < Duration::from_secs(1).min(self.ttl)
         }) {
@@ -1248,15 +1289,25 @@ impl PlanBook {
         }
         self.last_sweep = Some(now);
         let ttl = self.ttl;
+        // The PodSets of one workload expire together: a pod of any of them keeps them all.
+        let mut latest: HashMap<&GroupKey, Instant> = HashMap::new();
+        for (key, plan) in &self.plans {
+            let t = latest.entry(&key.group).or_insert(plan.touched);
+            *t = (*t).max(plan.touched);
+        }
         let stale: Vec<PlanKey> = self
             .plans
             .iter()
-            .filter(|(_, p)| now.saturating_duration_since(p.touched) >= ttl)
+            .filter(|(k, _)| now.saturating_duration_since(latest[&k.group]) >= ttl)
             .filter(|(_, p)| {
                 !p.seats
                     .iter()
                     .any(|s| matches!(s.holder, Holder::Binding(_)))
             })
+            // A workload of several PodSets that runs in part (a driver up, its workers to
+            // come, as JobSet's InOrder start) keeps the rest of its plan, as Kueue keeps an
+            // admitted workload's assignment.
+            .filter(|(k, p)| p.workload_pod_sets <= 1 || state.members(&k.group).next().is_none())
             .map(|(k, _)| k.clone())
             .collect();
         for key in stale {

@@ -34,6 +34,10 @@ pub trait WatchedKind:
     /// The kind's plural, for logs and metric labels (`nodes`, `topologies`).
     const NAME: &'static str;
 
+    /// An add-on kind (JobSet, LeaderWorkerSet): when kube-tas may not read it (403), it is
+    /// reported as not served instead of holding back readiness.
+    const OPTIONAL: bool = false;
+
     /// List and watch options (selectors, page size).
     fn config() -> watcher::Config {
         watcher::Config::default()
@@ -297,6 +301,7 @@ fn apply_set(
 
 impl WatchedKind for JobSet {
     const NAME: &'static str = "jobsets";
+    const OPTIONAL: bool = true;
 
     fn key(obj: &Self) -> String {
         namespaced_key(obj)
@@ -327,6 +332,7 @@ impl WatchedKind for JobSet {
 
 impl WatchedKind for LeaderWorkerSet {
     const NAME: &'static str = "leaderworkersets";
+    const OPTIONAL: bool = true;
 
     fn key(obj: &Self) -> String {
         namespaced_key(obj)

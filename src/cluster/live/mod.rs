@@ -12,8 +12,9 @@
 //!   [`RELIST_CHUNK`]), each under the state's write lock, so readers never wait behind a
 //!   whole batch.
 //! * Errors are retried with kube-runtime's default backoff and counted per kind
-//!   ([`KindStatus`]); a kind the cluster does not serve (404: Kueue's CRDs not installed)
-//!   is logged once, reported as not served, and does not hold back readiness
+//!   ([`KindStatus`]); a kind the cluster does not serve (404: Kueue's CRDs not installed),
+//!   or an optional kind (JobSet, LeaderWorkerSet) kube-tas may not read (403), is logged
+//!   once, reported as not served, and does not hold back readiness
 //!   ([`WatchStatus::synced`]).
 
 use std::collections::HashSet;
@@ -182,6 +183,7 @@ impl Watches {
     pub fn start(client: Client, state: SharedState) -> Self {
         let cancel = CancellationToken::new();
         let mut status = WatchStatus::default();
+        state.write().track_pending_group_pods();
         let mut tasks = JoinSet::new();
         macro_rules! watch {
             ($($kind:ty),*) => {$(
@@ -276,7 +278,16 @@ async fn run<K: WatchedKind>(
             }
             Err(e) => {
                 status.errors.fetch_add(1, Ordering::Relaxed);
-                if is_not_served(&e) {
+                if K::OPTIONAL && is_forbidden(&e) {
+                    if status.served.swap(false, Ordering::Relaxed) {
+                        tracing::error!(
+                            kind = K::NAME,
+                            "kube-tas may not list and watch this optional kind (403): its \
+                             workloads are not placed as one until its ClusterRole grants \
+                             list and watch; retried with backoff"
+                        );
+                    }
+                } else if is_not_served(&e) {
                     if status.served.swap(false, Ordering::Relaxed) {
                         tracing::warn!(
                             kind = K::NAME,
@@ -303,6 +314,15 @@ fn remove_unlisted<K: WatchedKind>(state: &SharedState, listed: &HashSet<String>
         for key in chunk {
             K::delete_key(&mut s, key);
         }
+    }
+}
+
+/// The initial list (or watch start) failed with 403: kube-tas's RBAC does not allow it.
+fn is_forbidden(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s)) => s.code == 403,
+        _ => false,
     }
 }
 
