@@ -399,3 +399,33 @@ fn a_leaderworkerset_pod_is_admitted_as_its_pod_set() {
         "{warnings:?}"
     );
 }
+
+/// The Jobs a JobSet controller creates carry their replicated Job's (patched) template and
+/// half a `podset-group-name` pair: they pass unchanged, never judged as Jobs on their own.
+#[test]
+fn a_jobsets_own_job_passes_unchanged() {
+    let w = webhook();
+    let job: k8s_openapi::api::batch::v1::Job = de(json!({
+        "metadata": {"name": "js-driver-0", "namespace": "default",
+            "labels": {"jobset.sigs.k8s.io/jobset-name": "js"},
+            "ownerReferences": [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                "name": "js", "uid": "u", "controller": true}]},
+        "spec": {"parallelism": 1, "template": template(&[(REQ, BLOCK), (GROUP, "g")])}
+    }));
+    assert_eq!(
+        w.job(&job),
+        Decision::Allow {
+            patch: Vec::new(),
+            warnings: Vec::new()
+        }
+    );
+    // The same Job on its own is judged (and refused: half a group, no queue).
+    let mut alone = job.clone();
+    alone.metadata.labels = None;
+    alone.metadata.owner_references = None;
+    let message = denied("a lone Job", w.job(&alone));
+    assert!(
+        message.contains("can only define groups of exactly 2 pod sets"),
+        "{message}"
+    );
+}
