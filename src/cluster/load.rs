@@ -567,11 +567,20 @@ impl Loader {
     }
 
     fn finish(mut self) -> Result<Cluster, LoadError> {
+        self.objects.failed_nodes = self
+            .cluster
+            .nodes
+            .iter()
+            .filter(|n| !n.ready)
+            .map(|n| n.name.clone())
+            .collect();
+        self.objects.node_names = self.cluster.nodes.iter().map(|n| n.name.clone()).collect();
         let derived = workloads::derive(self.objects)?;
         self.cluster.bound_pods = derived.bound_pods;
         self.cluster.workloads = derived.workloads;
         self.cluster.jobs = derived.jobs;
         self.cluster.sets = derived.sets;
+        self.cluster.replacements = derived.replacements;
         for warning in derived.warnings {
             tracing::warn!("{warning}");
             self.cluster.warnings.push(warning);

@@ -57,6 +57,9 @@ pub struct Cluster {
     pub jobs: BTreeMap<(String, String), Workload>,
     /// Every JobSet that has not finished and every LeaderWorkerSet, by the set's own key.
     pub sets: BTreeMap<group::GroupKey, sets::SetEntry>,
+    /// Running Jobs placed again for pods that failed on a failed node: (namespace, name) →
+    /// the completion indices their controller recreates. Such a Job is also in `workloads`.
+    pub replacements: BTreeMap<(String, String), Vec<usize>>,
     /// Kueue's Topology, ResourceFlavor, ClusterQueue and LocalQueue objects.
     pub kueue: KueueObjects,
     /// Things skipped on the way in (unsupported kinds, ...), one sentence each.

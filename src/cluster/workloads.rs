@@ -4,8 +4,10 @@
 //! Rules:
 //! * a pod in phase `Succeeded` or `Failed` is ignored altogether;
 //! * a pod with `spec.nodeName` is bound;
-//! * a Job is pending unless a non-terminal pod names it as its controller (the Job runs;
-//!   later work tracks it) or it has finished (`Complete` / `Failed` condition);
+//! * a Job is pending unless a non-terminal pod names it as its controller (the Job runs)
+//!   or it has finished (`Complete` / `Failed` condition); a running Job whose pods failed on
+//!   a failed node (not Ready, or gone) is placed again for those pods, by completion index
+//!   (its controller recreates them: hot swap);
 //! * a pending pod that a Job controls belongs to that Job, not to a workload of its own;
 //! * other pending pods are single-pod workloads, or, with the `pod-group-name` label and
 //!   the `pod-group-total-count` annotation, one workload per (namespace, group), unless a
@@ -49,6 +51,7 @@ pub(super) struct Derived {
     pub workloads: Vec<Workload>,
     pub jobs: BTreeMap<(String, String), Workload>,
     pub sets: BTreeMap<GroupKey, SetEntry>,
+    pub replacements: BTreeMap<(String, String), Vec<usize>>,
     pub warnings: Vec<String>,
 }
 
@@ -59,6 +62,11 @@ pub(super) struct Objects {
     pub jobs: Vec<Seen<Job>>,
     pub jobsets: Vec<Seen<JobSet>>,
     pub lws: Vec<Seen<LeaderWorkerSet>>,
+    /// Nodes that are not Ready (or have no Ready condition); with the nodes that do not exist
+    /// these are failed nodes: a Job's pod that failed there is recreated by its controller.
+    pub failed_nodes: BTreeSet<String>,
+    /// Every node's name.
+    pub node_names: BTreeSet<String>,
 }
 
 /// Splits pods, Jobs, JobSets and LeaderWorkerSets into bound pods and pending workloads (see
@@ -69,7 +77,13 @@ pub(super) fn derive(objects: Objects) -> Result<Derived, LoadError> {
         jobs,
         jobsets,
         lws,
+        failed_nodes,
+        node_names,
     } = objects;
+    // Per running Job: completion indices of its pods that failed on a failed node, and those
+    // of its pods that have not finished.
+    let mut failed_indices: BTreeMap<(String, String), BTreeSet<usize>> = BTreeMap::new();
+    let mut live_indices: BTreeMap<(String, String), BTreeSet<usize>> = BTreeMap::new();
     let mut bound_pods = Vec::new();
     let mut warnings = Vec::new();
     let mut pending: Vec<(usize, Workload)> = Vec::new();
@@ -78,6 +92,7 @@ pub(super) fn derive(objects: Objects) -> Result<Derived, LoadError> {
     let mut running_groups = BTreeSet::new();
     let mut groups: BTreeMap<(String, String), Group> = BTreeMap::new();
     let mut running_sets: BTreeSet<GroupKey> = BTreeSet::new();
+    let mut replacements = BTreeMap::new();
 
     for Seen {
         seq,
@@ -85,8 +100,26 @@ pub(super) fn derive(objects: Objects) -> Result<Derived, LoadError> {
         object: pod,
     } in pods
     {
+        let job_index = || {
+            let job = controller_job_of(&pod.metadata)?;
+            let index = annotation_value(&pod.metadata, keys::JOB_COMPLETION_INDEX)
+                .or_else(|| label_value(&pod.metadata, keys::JOB_COMPLETION_INDEX))?
+                .parse::<usize>()
+                .ok()?;
+            Some(((namespace_or_default(&pod.metadata), job), index))
+        };
         if is_terminal(&pod) {
+            let on = pod.spec.as_ref().and_then(|s| s.node_name.clone());
+            let failed_there = pod.status.as_ref().and_then(|s| s.phase.as_deref())
+                == Some("Failed")
+                && on.is_some_and(|n| failed_nodes.contains(&n) || !node_names.contains(&n));
+            if failed_there && let Some((job, index)) = job_index() {
+                failed_indices.entry(job).or_default().insert(index);
+            }
             continue;
+        }
+        if let Some((job, index)) = job_index() {
+            live_indices.entry(job).or_default().insert(index);
         }
         let namespace = namespace_or_default(&pod.metadata);
         let name = pod.metadata.name.clone().unwrap_or_default();
@@ -225,8 +258,21 @@ pub(super) fn derive(objects: Objects) -> Result<Derived, LoadError> {
         if running_jobs.contains(&key) {
             // A running Job is not placed again, but its pods still need its gang size and
             // template annotations (a replacement pod, a restart with half the gang bound).
+            // Pods that failed on a failed node are recreated by the Job controller: the Job is
+            // placed again for those (hot swap).
             match built {
                 Ok(workload) => {
+                    let lost: Vec<usize> = failed_indices
+                        .get(&key)
+                        .into_iter()
+                        .flatten()
+                        .filter(|i| !live_indices.get(&key).is_some_and(|l| l.contains(i)))
+                        .copied()
+                        .collect();
+                    if !lost.is_empty() {
+                        replacements.insert(key.clone(), lost);
+                        pending.push((seq, workload.clone()));
+                    }
                     all_jobs.insert(key, workload);
                 }
                 Err(e) => warnings.push(format!(
@@ -292,6 +338,7 @@ pub(super) fn derive(objects: Objects) -> Result<Derived, LoadError> {
         workloads: pending.into_iter().map(|(_, w)| w).collect(),
         jobs: all_jobs,
         sets,
+        replacements,
         warnings,
     })
 }

@@ -30,7 +30,7 @@
 //! completion, so no request sees a half-made plan. Counters are atomics ([`PlanCounters`]),
 //! readable without that lock.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,7 +42,9 @@ use crate::cluster::admit::{Route, RoutedPodSet, RoutedWorkload, route};
 use crate::cluster::group::{LWS_LEADER_POD_SET, LWS_WORKER_POD_SET, PodSetHint};
 use crate::cluster::state::{ClusterState, FlavorTopology, NodeId, PodUsage};
 use crate::keys;
-use crate::topology::placement::{Assignment, GroupRequest, PlacementContext, place_group};
+use crate::topology::placement::{
+    Assignment, GroupRequest, PlacementContext, cmp_values, place_group,
+};
 use crate::topology::tree::{DomainIdx, TopologyTree};
 use crate::topology::{FeatureGates, PodSetSpec, ResourceList};
 
@@ -983,7 +985,7 @@ impl PlanBook {
             .filter_map(|&id| state.node(id))
             .filter_map(|n| tree.leaf_of_node(&n.name))
             .collect();
-        let within = if anchors.is_empty() {
+        let mut within = if anchors.is_empty() {
             None
         } else {
             level.and_then(|l| common_ancestor(tree, &anchors, l))
@@ -1004,6 +1006,11 @@ impl PlanBook {
             let left = remaining(p);
             if left != spec.count {
                 spec.count = left;
+                // The rest of a sliced PodSet that broke a slice: Kueue's replacement domain
+                // (the incomplete slice's domain) and request.
+                if let Some(domain) = broken_slice_domain(tree, &anchors, &mut spec) {
+                    within = Some(domain);
+                }
                 if let Some(t) = &mut spec.topology
                     && t.slice_layers
                         .first()
@@ -1393,6 +1400,55 @@ fn placement_units(routed: &RoutedWorkload) -> Vec<Vec<usize>> {
         }
     }
     units
+}
+
+/// Where the rest of a sliced PodSet goes when its missing pods (`spec.count` of them) broke
+/// a slice, as Kueue's replacement picks it (tas-semantics §4.3, steps 3 and 4): the layer is
+/// the innermost whose size the count does not divide (the outer one with a single layer); the
+/// domain is the first, in topology order, of that layer's domains holding the pods already
+/// placed (`anchors`, one leaf per pod or seat) whose pods plus the missing ones fill whole
+/// slices. The request is rewritten to the innermost layer whose size divides the count (no
+/// slices when none does). `None` (request unchanged) when no slice is broken or no domain
+/// completes one.
+fn broken_slice_domain(
+    tree: &TopologyTree,
+    anchors: &[DomainIdx],
+    spec: &mut PodSetSpec,
+) -> Option<DomainIdx> {
+    let count = spec.count;
+    let layers = &spec.topology.as_ref()?.slice_layers;
+    let outer = layers.first().filter(|l| l.size > 0)?;
+    if count % outer.size == 0 {
+        return None;
+    }
+    let layer = match layers.len() {
+        1 => outer,
+        _ => layers
+            .iter()
+            .rev()
+            .find(|l| l.size > 0 && count % l.size != 0)
+            .unwrap_or(outer),
+    };
+    let level = tree.level_index(&layer.level)?;
+    let mut placed: BTreeMap<DomainIdx, i32> = BTreeMap::new();
+    for &leaf in anchors {
+        *placed.entry(tree.ancestor_at(leaf, level)).or_insert(0) += 1;
+    }
+    let mut domains: Vec<(DomainIdx, i32)> = placed.into_iter().collect();
+    domains.sort_by(|a, b| cmp_values(tree, a.0, b.0));
+    let domain = domains
+        .into_iter()
+        .find(|&(_, pods)| (pods + count) % layer.size == 0)?
+        .0;
+    let divides = layers
+        .iter()
+        .rev()
+        .find(|l| l.size > 0 && count % l.size == 0)
+        .cloned();
+    if let Some(t) = &mut spec.topology {
+        t.slice_layers = divides.into_iter().collect();
+    }
+    Some(domain)
 }
 
 /// The domain at `level` holding every leaf, if there is one.

@@ -20,7 +20,7 @@ pub mod table;
 
 use crate::admission::{self, AdmittedPodSet};
 use crate::cluster::state::FlavorTopology;
-use crate::cluster::{Cluster, Workload};
+use crate::cluster::{Cluster, Workload, WorkloadKind};
 use crate::extender::wire::{MAX_EXTENDER_PRIORITY, MIN_EXTENDER_PRIORITY};
 use crate::extender::{
     Extender, ExtenderBindingArgs, ExtenderBindingResult, ExtenderFilterResult, HostPriority,
@@ -271,21 +271,47 @@ impl Simulation<'_, '_> {
         };
         let label = format!("{}/{}", w.namespace, w.name);
         let mut per_leaf: BTreeMap<DomainIdx, i64> = BTreeMap::new();
-        for pod in pods::pods_of(w, index, ps, rf) {
+        // A running Job placed again (hot swap): only its lost pods are recreated, and the
+        // answer is where all its pods are once they are placed.
+        let key = (w.namespace.clone(), w.name.clone());
+        let recreate = (w.kind == WorkloadKind::Job)
+            .then(|| self.cluster.replacements.get(&key))
+            .flatten();
+        let mut pods = pods::pods_of(w, index, ps, rf);
+        if let Some(lost) = recreate {
+            pods.retain(|p| pods::completion_index(p).is_some_and(|i| lost.contains(&i)));
+        }
+        let mut placed_here: Vec<(DomainIdx, i64)> = Vec::new();
+        for pod in pods {
             let node = self.schedule_pod(&pod)?;
             if let Some(leaf) = flavor.tree.leaf_of_node(&node) {
-                *per_leaf.entry(leaf).or_insert(0) += 1;
+                placed_here.push((leaf, 1));
+            }
+        }
+        if recreate.is_some() {
+            for p in &self.cluster.bound_pods {
+                if p.namespace == w.namespace
+                    && p.owner_job.as_deref() == Some(w.name.as_str())
+                    && let Some(leaf) = flavor.tree.leaf_of_node(&p.node_name)
+                {
+                    *per_leaf.entry(leaf).or_insert(0) += 1;
+                }
             }
         }
         let placed = self.placed.entry(flavor_name).or_default();
+        let mut new_here: BTreeMap<DomainIdx, i64> = BTreeMap::new();
+        for (leaf, n) in placed_here {
+            *new_here.entry(leaf).or_insert(0) += n;
+            *per_leaf.entry(leaf).or_insert(0) += n;
+        }
+        for (&leaf, &count) in &new_here {
+            placed.entry(leaf).or_default().push((label.clone(), count));
+        }
         let domains = per_leaf
             .iter()
-            .map(|(&leaf, &count)| {
-                placed.entry(leaf).or_default().push((label.clone(), count));
-                DomainCount {
-                    values: flavor.tree.domains[leaf].values.clone(),
-                    count,
-                }
+            .map(|(&leaf, &count)| DomainCount {
+                values: flavor.tree.domains[leaf].values.clone(),
+                count,
             })
             .collect();
         Ok((flavor.tree.levels.clone(), domains))

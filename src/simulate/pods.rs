@@ -188,3 +188,13 @@ pub fn pods_of(w: &Workload, index: usize, ps: &AdmittedPodSet, rf: &ResourceFla
         })
         .collect()
 }
+
+/// A simulated pod's completion index (a Job's or a JobSet's pod).
+pub fn completion_index(pod: &Pod) -> Option<usize> {
+    pod.metadata
+        .annotations
+        .as_ref()?
+        .get(keys::JOB_COMPLETION_INDEX)?
+        .parse()
+        .ok()
+}
