@@ -1139,3 +1139,51 @@ async fn a_jobset_whose_second_pod_set_does_not_fit_gives_back_what_the_first_he
         );
     }
 }
+
+#[tokio::test]
+async fn a_pod_recreated_after_its_node_died_gets_a_seat_in_its_jobs_rack() {
+    // Job `train` (2 pods × 1 cpu, one rack) runs in r2: pod 0 on b1-r2-h1, pod 1 on b1-r2-h2.
+    // b1-r2-h2 goes NotReady and pod 1 fails there; the Job controller recreates it (same
+    // completion index, new uid). A filler leaves b1-r1-h1 with 1 cpu, the tightest host for a
+    // lone 1-cpu pod; the recreated pod must still join its Job's rack, and pod 0 stays put.
+    let mut docs = base_docs(3);
+    for d in docs.iter_mut() {
+        if d["metadata"]["name"] == "b1-r2-h2" {
+            for c in d["status"]["conditions"].as_array_mut().unwrap() {
+                if c["type"] == "Ready" {
+                    c["status"] = json!("False");
+                    c["reason"] = json!("KubeletNotReady");
+                }
+            }
+        }
+    }
+    docs.push(job_doc("train", 2, 1, RACK));
+    docs.push(bound_pod_doc("train", 0, 1, "b1-r2-h1"));
+    let mut failed = bound_pod_doc("train", 1, 1, "b1-r2-h2");
+    failed["status"]["phase"] = json!("Failed");
+    docs.push(failed);
+    docs.push(filler_doc("fill", 3, "b1-r1-h1"));
+    let extender = extender(&docs);
+    let router = main_router(extender.clone());
+    let candidates: Vec<String> = names(3).into_iter().filter(|n| n != "b1-r2-h2").collect();
+    let mut recreated = job_pod("train", 1, 1);
+    recreated["metadata"]["uid"] = json!("6b0c2f4e-0001-4222-8333-recreated");
+    recreated["metadata"]["name"] = json!("train-1-r3c8d");
+    let seat = the_one(&filter_cached(&router, &recreated, &candidates).await);
+    assert_eq!(seat, "b1-r2-h1", "the replacement joins its Job's rack");
+    assert_eq!(
+        bind(
+            &router,
+            NS,
+            "train-1-r3c8d",
+            "6b0c2f4e-0001-4222-8333-recreated",
+            &seat
+        )
+        .await,
+        ""
+    );
+    // Pod 0 and the replacement share b1-r2-h1; nothing else moved.
+    assert_eq!(cpu_used(&extender, "b1-r2-h1"), 2000);
+    assert_eq!(cpu_used(&extender, "b1-r1-h1"), 3000);
+    assert_nothing_overbooked(&extender);
+}

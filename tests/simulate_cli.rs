@@ -691,3 +691,81 @@ fn balanced_placement_gate_changes_the_split() {
         "balanced placement"
     );
 }
+
+/// Pod `index` of Job `job` (1 cpu) on `node`, in `phase`.
+fn job_pod_on(job: &str, index: u32, node: &str, phase: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: {job}-{index}
+  namespace: default
+  uid: uid-{job}-{index}
+  annotations:
+    batch.kubernetes.io/job-completion-index: '{index}'
+    kueue.x-k8s.io/podset-required-topology: cloud.com/topology-rack
+  ownerReferences:
+  - apiVersion: batch/v1
+    kind: Job
+    name: {job}
+    uid: job-uid-{job}
+    controller: true
+spec:
+  nodeName: {node}
+  containers:
+  - name: main
+    image: registry.k8s.io/pause:3.10
+    resources:
+      requests:
+        cpu: '1'
+status:
+  phase: {phase}
+"#
+    )
+}
+
+#[test]
+fn a_running_job_whose_node_failed_is_placed_again_only_with_hot_swap_on() {
+    // Job `train` (3 pods, one rack) runs on n1 and n2; n2 goes NotReady and pod 2 fails
+    // there. The Job controller recreates pod 2: with TASFailedNodeReplacement (on by
+    // default) simulate places it again, beside its Job, and reports all three pods.
+    let dir = TempDir::new("hot-swap");
+    let n2_not_ready = node("n2", "'4'").replace("status: 'True'", "status: 'False'");
+    let path = dir.write(
+        "cluster.yaml",
+        &stream(&[
+            QUEUES,
+            &node("n1", "'4'"),
+            &n2_not_ready,
+            &node("n3", "'4'"),
+            &job(
+                "train",
+                "tas-user-queue",
+                3,
+                "kueue.x-k8s.io/podset-required-topology: cloud.com/topology-rack",
+            ),
+            &job_pod_on("train", 0, "n1", "Running"),
+            &job_pod_on("train", 1, "n1", "Running"),
+            &job_pod_on("train", 2, "n2", "Failed"),
+        ]),
+    );
+    let report = simulate_json(&[&path], &[]);
+    let ps = only_pod_set(workload(&report, "train"));
+    assert_eq!(ps["fits"], true, "{ps:#}");
+    let mut got: Vec<(String, i64)> = domains(ps)
+        .into_iter()
+        .map(|(v, c)| (v.last().cloned().unwrap(), c))
+        .collect();
+    got.sort();
+    // Pods 0 and 1 stay on n1; the replacement goes to n1 (room) or n3, never n2.
+    let total: i64 = got.iter().map(|(_, c)| c).sum();
+    assert_eq!(total, 3, "{got:?}");
+    assert!(got.iter().all(|(n, _)| n != "n2"), "{got:?}");
+    assert!(got.iter().any(|(n, c)| n == "n1" && *c >= 2), "{got:?}");
+
+    let off = simulate_json(
+        &[&path],
+        &["--feature-gates", "TASFailedNodeReplacement=false"],
+    );
+    assert_eq!(off["workloads"], serde_json::json!([]), "{off:#}");
+}

@@ -109,6 +109,9 @@ pub struct FlavorReport {
     pub placed: BTreeMap<DomainIdx, Vec<(String, i64)>>,
 }
 
+/// The feature gate without which a running Job is never placed again for lost pods.
+const REPLACEMENT_GATE: &str = "TASFailedNodeReplacement";
+
 /// Plans never expire during a simulation: every pod of a group comes at once.
 const SIMULATION_PLAN_TTL: Duration = Duration::from_secs(24 * 3600);
 
@@ -203,6 +206,15 @@ struct Simulation<'c, 'e> {
 
 impl Simulation<'_, '_> {
     fn workload(&mut self, w: &Workload) -> Option<WorkloadReport> {
+        let replacing = w.kind == WorkloadKind::Job
+            && self
+                .cluster
+                .replacements
+                .contains_key(&(w.namespace.clone(), w.name.clone()));
+        if replacing && !self.gates.enabled(REPLACEMENT_GATE) {
+            // Hot swap is off: a running Job whose pods failed is not placed again.
+            return None;
+        }
         let mut report = WorkloadReport {
             kind: w.kind.to_string(),
             namespace: w.namespace.clone(),
