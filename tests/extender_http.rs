@@ -1163,7 +1163,8 @@ async fn a_pod_recreated_after_its_node_died_gets_a_seat_in_its_jobs_rack() {
     failed["status"]["phase"] = json!("Failed");
     docs.push(failed);
     docs.push(filler_doc("fill", 3, "b1-r1-h1"));
-    let extender = extender(&docs);
+    let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+    let extender = extender(&docs).with_notices(tx);
     let router = main_router(extender.clone());
     let candidates: Vec<String> = names(3).into_iter().filter(|n| n != "b1-r2-h2").collect();
     let mut recreated = job_pod("train", 1, 1);
@@ -1186,4 +1187,73 @@ async fn a_pod_recreated_after_its_node_died_gets_a_seat_in_its_jobs_rack() {
     assert_eq!(cpu_used(&extender, "b1-r2-h1"), 2000);
     assert_eq!(cpu_used(&extender, "b1-r1-h1"), 3000);
     assert_nothing_overbooked(&extender);
+    let s = extender.stats();
+    assert_eq!(
+        (s.replacements_placed, s.replacements_failed),
+        (1, 0),
+        "{s:?}"
+    );
+    let notices: Vec<_> = std::iter::from_fn(|| rx.try_recv().ok()).collect();
+    assert!(
+        notices
+            .iter()
+            .any(|n| n.reason == "TopologyReplacementPlanned"
+                && n.note.contains("1 pod(s) of Job ml/train run")),
+        "{notices:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_replacement_without_room_in_its_rack_is_reported_and_moves_nothing() {
+    // As above, but the rest of r2 is full: the recreated pod has no room in its Job's rack.
+    // It passes nowhere (other racks have room, but the Job needs one rack), the reason says
+    // so, and nothing of the Job moves.
+    let mut docs = base_docs(3);
+    for d in docs.iter_mut() {
+        if d["metadata"]["name"] == "b1-r2-h2" {
+            for c in d["status"]["conditions"].as_array_mut().unwrap() {
+                if c["type"] == "Ready" {
+                    c["status"] = json!("False");
+                }
+            }
+        }
+    }
+    docs.push(job_doc("train", 2, 1, RACK));
+    docs.push(bound_pod_doc("train", 0, 1, "b1-r2-h1"));
+    let mut lost = bound_pod_doc("train", 1, 1, "b1-r2-h2");
+    lost["status"]["phase"] = json!("Failed");
+    docs.push(lost);
+    docs.push(filler_doc("fill", 3, "b1-r2-h1"));
+    let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+    let extender = extender(&docs).with_notices(tx);
+    let router = main_router(extender.clone());
+    let candidates: Vec<String> = names(3).into_iter().filter(|n| n != "b1-r2-h2").collect();
+    let mut recreated = job_pod("train", 1, 1);
+    recreated["metadata"]["uid"] = json!("6b0c2f4e-0001-4222-8333-recreated");
+    let v = filter_cached(&router, &recreated, &candidates).await;
+    assert_eq!(passed_names(&v), Vec::<String>::new(), "{v}");
+    assert!(
+        failed(&v)
+            .values()
+            .all(|r| r.contains("Job ml/train") && r.contains("doesn't allow to fit")),
+        "{v}"
+    );
+    assert_eq!(
+        cpu_used(&extender, "b1-r2-h1"),
+        4000,
+        "pod 0 and the filler stay"
+    );
+    let s = extender.stats();
+    assert_eq!(
+        (s.replacements_placed, s.replacements_failed, s.seats_held),
+        (0, 1, 0),
+        "{s:?}"
+    );
+    let notices: Vec<_> = std::iter::from_fn(|| rx.try_recv().ok()).collect();
+    assert!(
+        notices
+            .iter()
+            .any(|n| n.reason == "TopologyReplacementFailed" && n.warning),
+        "{notices:?}"
+    );
 }

@@ -101,6 +101,11 @@ pub struct PlanStats {
     pub groups_not_fit: u64,
     /// Binds whose Binding the API server refused (counter).
     pub binds_failed: u64,
+    /// Pods of running workloads (recreated after a node failure, or left after a restart)
+    /// planned beside the pods that hold capacity (counter).
+    pub replacements_placed: u64,
+    /// Such pods that found no room in their workload's domain (counter).
+    pub replacements_failed: u64,
 }
 
 /// The book's counters, shared with whoever exports them; read without the book's lock.
@@ -113,6 +118,8 @@ pub struct PlanCounters {
     pods_bound: AtomicU64,
     groups_not_fit: AtomicU64,
     binds_failed: AtomicU64,
+    replacements_placed: AtomicU64,
+    replacements_failed: AtomicU64,
 }
 
 impl PlanCounters {
@@ -127,6 +134,8 @@ impl PlanCounters {
             pods_bound: r(&self.pods_bound),
             groups_not_fit: r(&self.groups_not_fit),
             binds_failed: r(&self.binds_failed),
+            replacements_placed: r(&self.replacements_placed),
+            replacements_failed: r(&self.replacements_failed),
         }
     }
 
@@ -172,7 +181,8 @@ pub struct Notice {
     pub regarding: ObjectReference,
     /// A warning (else normal).
     pub warning: bool,
-    /// `TopologyPlanned`, `TopologyDoesNotFit`, `TopologyPlanExpired`, `BindingFailed`.
+    /// `TopologyPlanned`, `TopologyDoesNotFit`, `TopologyReplacementPlanned`,
+    /// `TopologyReplacementFailed`, `TopologyPlanExpired`, `BindingFailed`.
     pub reason: &'static str,
     /// What happened, for `kubectl describe`.
     pub note: String,
@@ -815,6 +825,9 @@ impl PlanBook {
                 bound.entry(name).or_default().push(p.node);
             }
         }
+        // Part of the workload holds capacity already: what is planned now replaces lost pods
+        // (a node failed) or completes the workload after a restart, beside them.
+        let running = bound.values().map(Vec::len).sum::<usize>();
         let mut made: Vec<(PlanKey, Plan)> = Vec::new();
         for indices in placement_units(routed) {
             let mut unit = Unit {
@@ -863,12 +876,20 @@ impl PlanBook {
                     };
                     PlanCounters::bump(&self.counters.groups_not_fit);
                     if let Some(owner) = owner {
-                        self.notice(
-                            owner,
-                            true,
-                            "TopologyDoesNotFit",
-                            rejection.reason.to_string(),
-                        );
+                        let (reason, note) = if running > 0 {
+                            PlanCounters::bump(&self.counters.replacements_failed);
+                            (
+                                "TopologyReplacementFailed",
+                                format!(
+                                    "{running} pod(s) of {group} run; the rest has no room in \
+                                     their domain: {}",
+                                    rejection.reason
+                                ),
+                            )
+                        } else {
+                            ("TopologyDoesNotFit", rejection.reason.to_string())
+                        };
+                        self.notice(owner, true, reason, note);
                     }
                     self.failures.insert(
                         group.clone(),
@@ -904,7 +925,17 @@ impl PlanBook {
         }
         self.failures.remove(group);
         if !note.is_empty() {
-            self.notice(owner, false, "TopologyPlanned", format!("planned {note}"));
+            if running > 0 {
+                PlanCounters::bump(&self.counters.replacements_placed);
+                self.notice(
+                    owner,
+                    false,
+                    "TopologyReplacementPlanned",
+                    format!("{running} pod(s) of {group} run; planned beside them {note}"),
+                );
+            } else {
+                self.notice(owner, false, "TopologyPlanned", format!("planned {note}"));
+            }
         }
         Ok(())
     }

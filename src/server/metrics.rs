@@ -10,6 +10,8 @@
 //! * `kube_tas_tls_cert_not_after_seconds`: when the served certificate expires (unix
 //!   seconds), present only while TLS is on;
 //! * `kube_tas_binds_failed_total`: Bindings the API server refused;
+//! * `kube_tas_replacements_total{result}`: running workloads' lost pods planned beside them
+//!   (`placed`) or without room in their domain (`failed`);
 //! * `kube_tas_cluster_nodes`, `kube_tas_cluster_pods`: nodes and capacity-holding pods in the
 //!   cluster state;
 //! * in live mode, per watched kind: `kube_tas_watch_errors_total{kind}`,
@@ -44,6 +46,13 @@ use crate::extender::Extender;
 pub struct KindLabels {
     /// The watched kind's plural (`nodes`, `topologies`).
     pub kind: &'static str,
+}
+
+/// Labels of `kube_tas_replacements_total`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    /// `placed` or `failed`.
+    pub result: &'static str,
 }
 
 /// The content type of [`Metrics::encode`]'s output.
@@ -240,6 +249,19 @@ impl Collector for LiveValues {
                 None,
                 counter.metric_type(),
             )?)?;
+        }
+        let mut family = encoder.encode_descriptor(
+            "replacements",
+            "Pods of running workloads planned beside them (a node failed, or a restart), by \
+             result",
+            None,
+            prometheus_client::metrics::MetricType::Counter,
+        )?;
+        for (result, value) in [
+            ("placed", s.replacements_placed),
+            ("failed", s.replacements_failed),
+        ] {
+            ConstCounter::new(value).encode(family.encode_family(&ResultLabels { result })?)?;
         }
         let gauges = [
             ("plans_active", "Plans alive now", s.plans_active),
