@@ -496,6 +496,49 @@ async fn a_restart_in_the_middle_of_a_gang_places_the_rest_in_the_same_rack() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_recreated_after_its_node_went_not_ready_joins_its_gang() {
+    // A 2-pod gang (1 cpu each, one rack) runs on h3 and h4 (rack r2). Fillers leave r1 room
+    // for exactly 2 such pods: the tightest rack for a lone 1-cpu pod.
+    let mut objects = two_racks();
+    objects.push(job("train", 2, 1));
+    objects.push(job_pod("train", 0, 1, Some("h3")));
+    objects.push(job_pod("train", 1, 1, Some("h4")));
+    objects.push(lone_pod("fill-1", 3, "h1", "Running"));
+    objects.push(lone_pod("fill-2", 3, "h2", "Running"));
+    let live = Live::start(with_objects(objects)).await;
+    let extender = live.extender();
+    // h4 goes NotReady, its pod fails; the Job controller recreates pod 1 (new uid, pending).
+    live.fake.apply(node("h4", "r2", 8, false));
+    let mut failed = job_pod("train", 1, 1, Some("h4"));
+    failed["status"]["phase"] = json!("Failed");
+    live.fake.apply(failed);
+    live.until("h4 is NotReady and its pod gone", |s| {
+        s.node_by_name("h4").is_some_and(|n| !n.ready) && cpu(s, "h4") == 0
+    })
+    .await;
+    let mut recreated = job_pod("train", 1, 1, None);
+    recreated["metadata"]["name"] = json!("train-1-again");
+    recreated["metadata"]["uid"] = json!("uid-train-1-again");
+    live.fake.apply(recreated);
+    let pod = live.pod("train-1-again");
+    let seat = filter(&extender, &pod).unwrap();
+    assert_eq!(
+        seat,
+        vec!["h3".to_string()],
+        "the replacement joins its gang in r2"
+    );
+    let bound = extender.bind_and_write(&binding_args(&pod, &seat[0])).await;
+    assert_eq!(bound.error, "");
+    assert_eq!(
+        cpu(&live.state.read(), "h3"),
+        2000,
+        "pod 0 and its replacement"
+    );
+    assert_eq!(extender.stats().replacements_placed, 1);
+    live.watches.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kind_missing_from_the_cluster_does_not_block_readiness() {
     let fake = with_objects(two_racks().into_iter().filter(|o| o["kind"] != "Topology"));
     fake.unserve("kueue.x-k8s.io", "v1beta2", "topologies");
