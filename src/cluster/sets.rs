@@ -8,12 +8,9 @@
 //!
 //! Unknown fields are ignored, so any object `kubectl get -o yaml` prints deserializes.
 
-use std::borrow::Cow;
-
 use k8s_openapi::api::batch::v1::JobTemplateSpec;
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::core::NamespaceResourceScope;
 use serde::{Deserialize, Serialize};
 
 use super::group::{GroupKey, LWS_LEADER_POD_SET, LWS_WORKER_POD_SET};
@@ -329,50 +326,8 @@ pub fn lws_replicas(lws: &LeaderWorkerSet) -> Result<u32, FieldError> {
     Ok(u32::try_from(n).unwrap_or(0))
 }
 
-macro_rules! namespaced_resource {
-    ($ty:ty, $kind:literal, $group:literal, $version:literal, $plural:literal) => {
-        impl kube::Resource for $ty {
-            type DynamicType = ();
-            type Scope = NamespaceResourceScope;
-
-            fn kind(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed($kind)
-            }
-            fn group(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed($group)
-            }
-            fn version(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed($version)
-            }
-            fn api_version(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed(concat!($group, "/", $version))
-            }
-            fn plural(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed($plural)
-            }
-            fn meta(&self) -> &ObjectMeta {
-                &self.metadata
-            }
-            fn meta_mut(&mut self) -> &mut ObjectMeta {
-                &mut self.metadata
-            }
-        }
-    };
-}
-
-namespaced_resource!(JobSet, "JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets");
-namespaced_resource!(
-    LeaderWorkerSet,
-    "LeaderWorkerSet",
-    "leaderworkerset.x-k8s.io",
-    "v1",
-    "leaderworkersets"
-);
-
 #[cfg(test)]
 mod tests {
-    use kube::Resource;
-
     use super::*;
 
     fn jobset(json: serde_json::Value) -> JobSet {
@@ -449,18 +404,6 @@ mod tests {
         assert_eq!(
             (w.pod_sets[0].spec.name.as_str(), w.pod_sets[0].spec.count),
             ("main", 4)
-        );
-    }
-
-    #[test]
-    fn urls() {
-        assert_eq!(
-            JobSet::url_path(&(), Some("ml")),
-            "/apis/jobset.x-k8s.io/v1alpha2/namespaces/ml/jobsets"
-        );
-        assert_eq!(
-            LeaderWorkerSet::url_path(&(), Some("ml")),
-            "/apis/leaderworkerset.x-k8s.io/v1/namespaces/ml/leaderworkersets"
         );
     }
 }

@@ -35,6 +35,7 @@ use std::borrow::Cow;
 use super::group::{GroupKey, PodSetHint};
 use super::kueue::{ClusterQueue, KueueObjects, LocalQueue, ResourceFlavor, Topology};
 use super::sets::SetEntry;
+use super::workloads::{count_pod_of_role, finish_group_pod_sets};
 use super::{BoundPod, Cluster, PendingGroupPod, PendingPodSet, Workload};
 use crate::topology::capacity::FreeCapacity;
 use crate::topology::resources::{PODS, add_pod_usage};
@@ -569,32 +570,18 @@ impl ClusterState {
         let mut pods: Vec<&PendingGroupPod> = self.pending_of(group).collect();
         pods.sort_by(|a, b| a.name.cmp(&b.name));
         let first = pods.first()?;
-        let mut sets: Vec<(String, PendingPodSet)> = Vec::new();
+        let mut pod_sets: Vec<PendingPodSet> = Vec::new();
         for p in &pods {
-            match sets.iter_mut().find(|(r, _)| *r == p.role) {
-                Some((_, set)) => set.spec.count += 1,
-                None => {
-                    let mut set = p.pod_set.clone();
-                    set.spec.name = p.role.clone();
-                    sets.push((p.role.clone(), set));
-                }
-            }
+            count_pod_of_role(&mut pod_sets, &p.role, || p.pod_set.clone());
         }
         for m in self.members(group) {
             if let PodSetHint::Role(role) = &m.pod_set
-                && let Some((_, set)) = sets.iter_mut().find(|(r, _)| r == role)
+                && let Some(set) = pod_sets.iter_mut().find(|s| s.spec.name == *role)
             {
                 set.spec.count += 1;
             }
         }
-        let mut pod_sets: Vec<PendingPodSet> = sets.into_iter().map(|(_, s)| s).collect();
-        if let [only] = &mut pod_sets[..] {
-            only.spec.name = "main".to_string();
-            only.spec.count = first.total;
-        }
-        for ps in &mut pod_sets {
-            ps.pods_per_replica = ps.spec.count;
-        }
+        finish_group_pod_sets(&mut pod_sets, first.total);
         Some(Workload {
             kind: super::WorkloadKind::PodGroup,
             namespace: group.namespace.clone(),

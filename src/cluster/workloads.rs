@@ -179,7 +179,6 @@ pub(super) fn derive(objects: Objects) -> Result<Derived, LoadError> {
             seq,
             first: label.clone(),
             total,
-            roles: Vec::new(),
             workload: Workload {
                 kind: WorkloadKind::PodGroup,
                 queue_name: queue_name(&pod.metadata),
@@ -198,16 +197,7 @@ pub(super) fn derive(objects: Objects) -> Result<Derived, LoadError> {
                 ),
             )));
         }
-        // Pods of one shape (role) are one PodSet, as Kueue forms a plain pod group's.
-        match group.roles.iter().position(|r| *r == role) {
-            Some(i) => group.workload.pod_sets[i].spec.count += 1,
-            None => {
-                let mut pod_set = pod_set;
-                pod_set.spec.name = role.clone();
-                group.roles.push(role);
-                group.workload.pod_sets.push(pod_set);
-            }
-        }
+        count_pod_of_role(&mut group.workload.pod_sets, &role, || pod_set);
     }
 
     for (key, mut group) in groups {
@@ -215,15 +205,8 @@ pub(super) fn derive(objects: Objects) -> Result<Derived, LoadError> {
             continue;
         }
         let sets = &mut group.workload.pod_sets;
-        if let [only] = &mut sets[..] {
-            // One shape: the PodSet `main` of the group's total count (pods may still come).
-            only.spec.name = MAIN_POD_SET.to_string();
-            only.spec.count = group.total;
-            only.pods_per_replica = group.total;
-        } else {
-            for ps in sets.iter_mut() {
-                ps.pods_per_replica = ps.spec.count;
-            }
+        finish_group_pod_sets(sets, group.total);
+        if sets.len() > 1 {
             let seen: i32 = sets.iter().map(|p| p.spec.count).sum();
             if seen != group.total {
                 warnings.push(format!(
@@ -425,6 +408,37 @@ pub fn workload_of_pod(pod: &Pod) -> Result<Workload, FieldError> {
     })
 }
 
+/// Counts one pod of `role` into a plain pod group's PodSets: one per role, named by it, in
+/// first-appearance order, as Kueue forms them. The first pod of a role gives its PodSet
+/// (`template`, count 1).
+pub(crate) fn count_pod_of_role(
+    sets: &mut Vec<PendingPodSet>,
+    role: &str,
+    template: impl FnOnce() -> PendingPodSet,
+) {
+    match sets.iter_mut().find(|p| p.spec.name == role) {
+        Some(set) => set.spec.count += 1,
+        None => {
+            let mut set = template();
+            set.spec.name = role.to_string();
+            set.spec.count = 1;
+            sets.push(set);
+        }
+    }
+}
+
+/// A plain pod group's PodSets once its pods are counted: a group of one shape is the PodSet
+/// `main` of its `total` count (pods may still come); several shapes keep the counts seen.
+pub(crate) fn finish_group_pod_sets(sets: &mut [PendingPodSet], total: i32) {
+    if let [only] = sets {
+        only.spec.name = MAIN_POD_SET.to_string();
+        only.spec.count = total;
+    }
+    for ps in sets.iter_mut() {
+        ps.pods_per_replica = ps.spec.count;
+    }
+}
+
 /// A pending pod of a plain pod group, as the cluster state tracks it until it binds.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PendingGroupPod {
@@ -533,8 +547,6 @@ struct Group {
     /// `Pod namespace/name` of its first pod, for messages.
     first: String,
     total: i32,
-    /// The role of each PodSet of `workload`, in first-appearance order.
-    roles: Vec<String>,
     workload: Workload,
 }
 

@@ -1,5 +1,6 @@
-//! `kube::Resource` for Kueue's kinds (`kueue.x-k8s.io/v1beta2`), so they are watched as typed
-//! objects like the built-in ones. Unknown fields are ignored by the serde types, so newer
+//! `kube::Resource` for Kueue's kinds (`kueue.x-k8s.io/v1beta2`), JobSet
+//! (`jobset.x-k8s.io/v1alpha2`) and LeaderWorkerSet (`leaderworkerset.x-k8s.io/v1`), so they
+//! are watched as typed objects like the built-in ones. Unknown fields are ignored by the serde types, so newer
 //! Kueue versions deserialize too.
 
 use std::borrow::Cow;
@@ -8,12 +9,15 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::{ClusterResourceScope, NamespaceResourceScope};
 
 use crate::cluster::kueue::{ClusterQueue, LocalQueue, ResourceFlavor, Topology};
+use crate::cluster::sets::{JobSet, LeaderWorkerSet};
 
 /// The version of Kueue's API kube-tas watches.
 pub const KUEUE_VERSION: &str = "v1beta2";
 
-macro_rules! kueue_resource {
-    ($ty:ty, $kind:literal, $plural:literal, $scope:ty) => {
+/// `kube::Resource` for a serde type of a custom resource: kind, group, version, plural,
+/// scope.
+macro_rules! custom_resource {
+    ($ty:ty, $kind:literal, $group:expr, $version:expr, $plural:literal, $scope:ty) => {
         impl kube::Resource for $ty {
             type DynamicType = ();
             type Scope = $scope;
@@ -22,13 +26,13 @@ macro_rules! kueue_resource {
                 Cow::Borrowed($kind)
             }
             fn group(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed(crate::cluster::kueue::GROUP)
+                Cow::Borrowed($group)
             }
             fn version(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed(KUEUE_VERSION)
+                Cow::Borrowed($version)
             }
             fn api_version(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed("kueue.x-k8s.io/v1beta2")
+                Cow::Owned(format!("{}/{}", $group, $version))
             }
             fn plural(_: &()) -> Cow<'_, str> {
                 Cow::Borrowed($plural)
@@ -40,6 +44,20 @@ macro_rules! kueue_resource {
                 &mut self.metadata
             }
         }
+    };
+}
+
+/// A Kueue kind at [`KUEUE_VERSION`].
+macro_rules! kueue_resource {
+    ($ty:ty, $kind:literal, $plural:literal, $scope:ty) => {
+        custom_resource!(
+            $ty,
+            $kind,
+            crate::cluster::kueue::GROUP,
+            KUEUE_VERSION,
+            $plural,
+            $scope
+        );
     };
 }
 
@@ -62,6 +80,22 @@ kueue_resource!(
     "localqueues",
     NamespaceResourceScope
 );
+custom_resource!(
+    JobSet,
+    "JobSet",
+    "jobset.x-k8s.io",
+    "v1alpha2",
+    "jobsets",
+    NamespaceResourceScope
+);
+custom_resource!(
+    LeaderWorkerSet,
+    "LeaderWorkerSet",
+    "leaderworkerset.x-k8s.io",
+    "v1",
+    "leaderworkersets",
+    NamespaceResourceScope
+);
 
 #[cfg(test)]
 mod tests {
@@ -78,6 +112,18 @@ mod tests {
         assert_eq!(
             LocalQueue::url_path(&(), Some("team")),
             "/apis/kueue.x-k8s.io/v1beta2/namespaces/team/localqueues"
+        );
+        assert_eq!(
+            JobSet::url_path(&(), Some("ml")),
+            "/apis/jobset.x-k8s.io/v1alpha2/namespaces/ml/jobsets"
+        );
+        assert_eq!(
+            LeaderWorkerSet::url_path(&(), Some("ml")),
+            "/apis/leaderworkerset.x-k8s.io/v1/namespaces/ml/leaderworkersets"
+        );
+        assert_eq!(
+            JobSet::api_version(&()),
+            crate::cluster::sets::JOBSET_API_VERSION
         );
     }
 }
