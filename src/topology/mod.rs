@@ -13,6 +13,7 @@ pub mod fixtures;
 pub mod gates;
 pub mod message;
 pub mod node;
+pub mod node_failure;
 pub mod placement;
 #[cfg(test)]
 mod properties;
