@@ -102,6 +102,8 @@ fn bound_pod(i: usize, node: &str) -> BoundPod {
             name: "train".into(),
         },
         pod_set: Default::default(),
+        index: Default::default(),
+        terminating: false,
         labels: BTreeMap::new(),
         annotations: BTreeMap::new(),
     }

@@ -194,6 +194,34 @@ impl PodSetHint {
     }
 }
 
+/// Which pod of its PodSet a pod is, as its controllers number it: a JobSet's Job index and an
+/// Indexed Job's completion index. A pod recreated for a lost one has the same numbers (a
+/// pod of a NonIndexed Job or a plain group has none: any lost pod of its PodSet is its
+/// predecessor).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct PodIndex {
+    /// `jobset.sigs.k8s.io/job-index`.
+    pub job: Option<usize>,
+    /// `batch.kubernetes.io/job-completion-index` (annotation, else label).
+    pub completion: Option<usize>,
+}
+
+impl PodIndex {
+    /// The numbers a pod with this metadata carries (a value that is not a number counts as
+    /// none; the extender's own reading of the pod names such a field as an error).
+    pub fn of_pod(meta: &ObjectMeta) -> Self {
+        let completion = meta
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(keys::JOB_COMPLETION_INDEX))
+            .map(String::as_str)
+            .or_else(|| label(meta, keys::JOB_COMPLETION_INDEX))
+            .and_then(|v| v.parse().ok());
+        let job = label(meta, keys::JOBSET_JOB_INDEX_LABEL).and_then(|v| v.parse().ok());
+        Self { job, completion }
+    }
+}
+
 /// A non-empty label value.
 fn label<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
     meta.labels

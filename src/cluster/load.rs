@@ -581,6 +581,7 @@ impl Loader {
         self.cluster.jobs = derived.jobs;
         self.cluster.sets = derived.sets;
         self.cluster.replacements = derived.replacements;
+        self.cluster.lost_pods = derived.lost_pods;
         for warning in derived.warnings {
             tracing::warn!("{warning}");
             self.cluster.warnings.push(warning);
@@ -687,21 +688,24 @@ pub(crate) fn node_info(node: Node, name: String) -> Result<NodeInfo, FieldError
         let value = parse_non_negative(q, &format!("status.allocatable.{resource}"))?;
         allocatable.insert(resource.clone(), resource_amount(resource, value));
     }
-    let ready = status
+    let ready_condition = status
         .conditions
         .iter()
         .flatten()
-        .any(|c| c.type_ == "Ready" && c.status == "True");
-    // `..Default::default()` keeps this compiling if topology/ adds fields to NodeInfo.
-    #[allow(clippy::needless_update)]
+        .find(|c| c.type_ == "Ready");
+    let ready = ready_condition.is_some_and(|c| c.status == "True");
+    let ready_since = ready_condition
+        .and_then(|c| c.last_transition_time.as_ref())
+        .map(|t| t.0.as_second());
     Ok(NodeInfo {
         name,
         labels: node.metadata.labels.unwrap_or_default(),
         taints: spec.taints.unwrap_or_default(),
         allocatable,
         ready,
+        ready_condition_missing: ready_condition.is_none(),
+        ready_since,
         unschedulable: spec.unschedulable.unwrap_or(false),
-        ..Default::default()
     })
 }
 

@@ -60,10 +60,26 @@ pub struct Cluster {
     /// Running Jobs placed again for pods that failed on a failed node: (namespace, name) →
     /// the completion indices their controller recreates. Such a Job is also in `workloads`.
     pub replacements: BTreeMap<(String, String), Vec<usize>>,
+    /// Pods that failed on a failed node (not Ready, or gone): where their groups lost them.
+    pub lost_pods: Vec<LostPod>,
     /// Kueue's Topology, ResourceFlavor, ClusterQueue and LocalQueue objects.
     pub kueue: KueueObjects,
     /// Things skipped on the way in (unsupported kinds, ...), one sentence each.
     pub warnings: Vec<String>,
+}
+
+/// A pod that failed on a failed node: its controller recreates it, and the new pod is placed
+/// where the group needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LostPod {
+    /// Its group.
+    pub group: group::GroupKey,
+    /// Its PodSet, as the pod said.
+    pub pod_set: group::PodSetHint,
+    /// Which pod of the PodSet it was.
+    pub index: group::PodIndex,
+    /// The node it failed on.
+    pub node_name: String,
 }
 
 /// A pod that holds capacity on a node.
@@ -87,6 +103,11 @@ pub struct BoundPod {
     pub group: group::GroupKey,
     /// Its PodSet in the group, as far as the pod says ([`group::PodSetHint::of_pod`]).
     pub pod_set: group::PodSetHint,
+    /// Which pod of its PodSet it is ([`group::PodIndex::of_pod`]).
+    pub index: group::PodIndex,
+    /// It is being deleted (`metadata.deletionTimestamp` is set): it still holds capacity,
+    /// but no longer progresses.
+    pub terminating: bool,
     /// `metadata.labels`.
     pub labels: BTreeMap<String, String>,
     /// `metadata.annotations`.

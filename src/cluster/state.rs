@@ -32,11 +32,11 @@ use k8s_openapi::api::core::v1::Toleration;
 
 use std::borrow::Cow;
 
-use super::group::{GroupKey, PodSetHint};
+use super::group::{GroupKey, PodIndex, PodSetHint};
 use super::kueue::{ClusterQueue, KueueObjects, LocalQueue, ResourceFlavor, Topology};
 use super::sets::SetEntry;
 use super::workloads::{count_pod_of_role, finish_group_pod_sets};
-use super::{BoundPod, Cluster, PendingGroupPod, PendingPodSet, Workload};
+use super::{BoundPod, Cluster, LostPod, PendingGroupPod, PendingPodSet, Workload};
 use crate::topology::capacity::FreeCapacity;
 use crate::topology::resources::{PODS, add_pod_usage};
 use crate::topology::tree::TopologyTree;
@@ -60,9 +60,36 @@ pub struct PodUsage {
     pub group: GroupKey,
     /// Its PodSet in the group, as the pod says.
     pub pod_set: PodSetHint,
+    /// Which pod of its PodSet it is.
+    pub index: PodIndex,
+    /// Being deleted: it holds capacity but no longer progresses.
+    pub terminating: bool,
     /// Recorded by a bind and not yet shown by the watch.
     pub assumed: bool,
 }
+
+impl PodUsage {
+    /// The seat it takes in its group: its PodSet and index.
+    pub fn slot(&self) -> (&PodSetHint, PodIndex) {
+        (&self.pod_set, self.index)
+    }
+}
+
+/// A pod of a running group that stopped holding capacity (deleted, or finished as failed)
+/// while other pods of its group still ran: the pod its controller recreates takes its place,
+/// on its node unless that node has failed for the group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Departed {
+    /// Its PodSet, as the pod said.
+    pub pod_set: PodSetHint,
+    /// Which pod of the PodSet it was.
+    pub index: PodIndex,
+    /// The node it held capacity on.
+    pub node: NodeId,
+}
+
+/// Departures remembered per group, at most (the oldest are forgotten first).
+pub const MAX_DEPARTED_PER_GROUP: usize = 4096;
 
 /// What a node event changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,6 +132,8 @@ pub struct ClusterState {
     live_nodes: usize,
     pods: HashMap<String, PodUsage>,
     members: HashMap<GroupKey, BTreeSet<String>>,
+    /// Per running group, the pods that left it and are not replaced yet.
+    departed: HashMap<GroupKey, Vec<Departed>>,
     jobs: BTreeMap<(String, String), Workload>,
     sets: BTreeMap<GroupKey, SetEntry>,
     /// Plain pod groups whose pods are known (their PodSets by shape).
@@ -137,6 +166,9 @@ impl ClusterState {
         }
         for pod in &cluster.bound_pods {
             state.apply_bound_pod(pod);
+        }
+        for lost in &cluster.lost_pods {
+            state.add_departed(lost);
         }
         for ((namespace, name), workload) in &cluster.jobs {
             state.apply_job(namespace, name, workload.clone());
@@ -254,6 +286,11 @@ impl ClusterState {
         self.nodes.get(id as usize).and_then(|n| n.as_deref())
     }
 
+    /// The name a node id was given (the node may be deleted since).
+    pub fn name_of(&self, id: NodeId) -> Option<&str> {
+        self.names.get(id as usize).map(String::as_str)
+    }
+
     /// A node that exists now, by name.
     pub fn node_by_name(&self, name: &str) -> Option<&NodeInfo> {
         self.node(self.node_id(name)?)
@@ -309,6 +346,8 @@ impl ClusterState {
                 requests: pod.requests.clone(),
                 group: pod.group.clone(),
                 pod_set: pod.pod_set.clone(),
+                index: pod.index,
+                terminating: pod.terminating,
                 assumed: false,
             },
         );
@@ -330,14 +369,22 @@ impl ClusterState {
             let same = old.node == usage.node && old.requests == usage.requests;
             if same {
                 let confirmed = old.assumed && !usage.assumed;
-                if let Some(p) = self.pods.get_mut(&uid)
-                    && confirmed
-                {
-                    p.assumed = false;
+                if let Some(p) = self.pods.get_mut(&uid) {
+                    p.assumed &= !confirmed;
+                    p.terminating |= usage.terminating;
                 }
                 return;
             }
-            self.remove_pod(&uid);
+            self.take_pod(&uid);
+        } else if let Some(gone) = self.departed.get_mut(&usage.group) {
+            // A pod taking a departed pod's place.
+            let (pod_set, index) = usage.slot();
+            if let Some(i) = gone
+                .iter()
+                .position(|d| &d.pod_set == pod_set && d.index == index)
+            {
+                gone.remove(i);
+            }
         }
         add_pod_usage(&mut self.used[usage.node as usize], &usage.requests);
         self.members
@@ -347,12 +394,56 @@ impl ClusterState {
         self.pods.insert(uid, usage);
     }
 
-    /// A pod no longer holds capacity (deleted, finished, or its bind failed): its usage is
-    /// given back. `false` when nothing was recorded under `uid`.
+    /// A pod no longer holds capacity (deleted, or finished): its usage is given back, and a
+    /// pod of a group that still runs is remembered as departed. `false` when nothing was
+    /// recorded under `uid`.
     pub fn remove_pod(&mut self, uid: &str) -> bool {
-        let Some(p) = self.pods.remove(uid) else {
+        let Some(p) = self.take_pod(uid) else {
             return false;
         };
+        if self.members.contains_key(&p.group) {
+            let gone = self.departed.entry(p.group.clone()).or_default();
+            if gone.len() >= MAX_DEPARTED_PER_GROUP {
+                gone.remove(0);
+            }
+            gone.push(Departed {
+                pod_set: p.pod_set,
+                index: p.index,
+                node: p.node,
+            });
+        }
+        true
+    }
+
+    /// Remembers a pod of a running group that left before the state was built (a pod that
+    /// failed on a failed node, from manifests). Nothing is remembered for a group that runs no
+    /// more, or when a pod of the group already sits in its place.
+    pub fn add_departed(&mut self, lost: &LostPod) {
+        let taken = self
+            .members(&lost.group)
+            .any(|p| p.pod_set == lost.pod_set && p.index == lost.index);
+        if taken || !self.members.contains_key(&lost.group) {
+            return;
+        }
+        let node = self.intern(&lost.node_name);
+        self.departed
+            .entry(lost.group.clone())
+            .or_default()
+            .push(Departed {
+                pod_set: lost.pod_set.clone(),
+                index: lost.index,
+                node,
+            });
+    }
+
+    /// The pods of `group` that left it and are not replaced yet.
+    pub fn departed(&self, group: &GroupKey) -> &[Departed] {
+        self.departed.get(group).map_or(&[], Vec::as_slice)
+    }
+
+    /// Takes a pod out, giving its usage back (nothing remembered).
+    fn take_pod(&mut self, uid: &str) -> Option<PodUsage> {
+        let p = self.pods.remove(uid)?;
         let used = &mut self.used[p.node as usize];
         for (name, value) in &p.requests {
             if name != PODS
@@ -368,11 +459,13 @@ impl ClusterState {
         if let Some(m) = self.members.get_mut(&p.group) {
             m.remove(uid);
             if m.is_empty() {
+                // The group runs no more: nothing is left to replace.
                 self.members.remove(&p.group);
+                self.departed.remove(&p.group);
             }
         }
         self.capacity_generation += 1;
-        true
+        Some(p)
     }
 
     /// A pod the watch shows holding nothing: not bound (yet), or finished. A bind of
@@ -388,7 +481,7 @@ impl ClusterState {
     /// Undoes an assumed bind whose Binding failed; a pod the watch has confirmed stays.
     pub fn forget_assumed(&mut self, uid: &str) -> bool {
         if self.pods.get(uid).is_some_and(|p| p.assumed) {
-            return self.remove_pod(uid);
+            return self.take_pod(uid).is_some();
         }
         false
     }

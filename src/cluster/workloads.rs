@@ -24,11 +24,13 @@ use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
-use super::group::{GroupKey, PodSetHint};
+use super::group::{GroupKey, PodIndex, PodSetHint};
 use super::pod_requests::pod_requests;
 use super::role::pod_role;
 use super::sets::{JobSet, LeaderWorkerSet, SetEntry};
-use super::{BoundPod, FieldError, LoadError, PendingPodSet, Source, Workload, WorkloadKind};
+use super::{
+    BoundPod, FieldError, LoadError, LostPod, PendingPodSet, Source, Workload, WorkloadKind,
+};
 use crate::keys;
 use crate::topology::PodSetSpec;
 
@@ -52,6 +54,7 @@ pub(super) struct Derived {
     pub jobs: BTreeMap<(String, String), Workload>,
     pub sets: BTreeMap<GroupKey, SetEntry>,
     pub replacements: BTreeMap<(String, String), Vec<usize>>,
+    pub lost_pods: Vec<LostPod>,
     pub warnings: Vec<String>,
 }
 
@@ -93,6 +96,7 @@ pub(super) fn derive(objects: Objects) -> Result<Derived, LoadError> {
     let mut groups: BTreeMap<(String, String), Group> = BTreeMap::new();
     let mut running_sets: BTreeSet<GroupKey> = BTreeSet::new();
     let mut replacements = BTreeMap::new();
+    let mut lost_pods = Vec::new();
 
     for Seen {
         seq,
@@ -112,9 +116,20 @@ pub(super) fn derive(objects: Objects) -> Result<Derived, LoadError> {
             let on = pod.spec.as_ref().and_then(|s| s.node_name.clone());
             let failed_there = pod.status.as_ref().and_then(|s| s.phase.as_deref())
                 == Some("Failed")
-                && on.is_some_and(|n| failed_nodes.contains(&n) || !node_names.contains(&n));
+                && on
+                    .as_ref()
+                    .is_some_and(|n| failed_nodes.contains(n) || !node_names.contains(n));
             if failed_there && let Some((job, index)) = job_index() {
                 failed_indices.entry(job).or_default().insert(index);
+            }
+            if failed_there && let Some(node_name) = on {
+                let spec = pod.spec.as_ref();
+                lost_pods.push(LostPod {
+                    group: GroupKey::of_pod(&pod.metadata),
+                    pod_set: PodSetHint::of_pod(&pod.metadata, spec),
+                    index: PodIndex::of_pod(&pod.metadata),
+                    node_name,
+                });
             }
             continue;
         }
@@ -322,6 +337,7 @@ pub(super) fn derive(objects: Objects) -> Result<Derived, LoadError> {
         jobs: all_jobs,
         sets,
         replacements,
+        lost_pods,
         warnings,
     })
 }
@@ -379,6 +395,8 @@ pub fn bound_pod_of(pod: &Pod) -> Result<Option<BoundPod>, FieldError> {
         owner_job: controller_job_of(meta),
         group: GroupKey::of_pod(meta),
         pod_set: PodSetHint::of_pod(meta, Some(spec)),
+        index: PodIndex::of_pod(meta),
+        terminating: meta.deletion_timestamp.is_some(),
         labels: meta.labels.clone().unwrap_or_default(),
         annotations,
     }))

@@ -3,7 +3,7 @@
 
 use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodSpec};
 
-use crate::cluster::group::{GroupKey, PodSetHint};
+use crate::cluster::group::{GroupKey, PodIndex, PodSetHint};
 use crate::cluster::{
     controller_job_ref, name_or_generate_name, namespace_or_default, pod_marks_tas, pod_requests,
 };
@@ -108,6 +108,16 @@ impl PodFacts {
             tas_marked,
             owner,
         })
+    }
+}
+
+impl PodFacts {
+    /// Which pod of its PodSet it is.
+    pub fn index(&self) -> PodIndex {
+        PodIndex {
+            job: self.job_index,
+            completion: self.completion_index,
+        }
     }
 }
 

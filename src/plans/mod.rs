@@ -39,9 +39,10 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 
 use crate::cluster::admit::{Route, RoutedPodSet, RoutedWorkload, route};
-use crate::cluster::group::{LWS_LEADER_POD_SET, LWS_WORKER_POD_SET, PodSetHint};
+use crate::cluster::group::{LWS_LEADER_POD_SET, LWS_WORKER_POD_SET, PodIndex, PodSetHint};
 use crate::cluster::state::{ClusterState, FlavorTopology, NodeId, PodUsage};
 use crate::keys;
+use crate::topology::node_failure::GATE_FAIL_FAST;
 use crate::topology::placement::{
     Assignment, GroupRequest, PlacementContext, cmp_values, place_group,
 };
@@ -52,11 +53,13 @@ pub use crate::cluster::group::GroupKey;
 
 mod group;
 mod held;
+mod successor;
 #[cfg(test)]
 mod tests;
 
 pub use group::PodFacts;
 pub use held::HeldCapacity;
+use successor::{FailedNode, Successor};
 
 /// The name of the PodSet of a Job, a plain pod group or a single pod (as Kueue names it).
 pub const MAIN_POD_SET: &str = "main";
@@ -243,6 +246,9 @@ struct UnitFailure {
 #[derive(Debug, Clone)]
 struct Failure {
     generations: (u64, u64),
+    /// A replacement tried once (`TASFailedNodeReplacementFailFast`): not tried again while
+    /// pods of the group run, whatever capacity does.
+    given_up: bool,
     /// The engine's words (Kueue's message).
     message: String,
     rejection: Rejection,
@@ -334,6 +340,7 @@ impl Plan {
 struct SeenPod {
     key: PlanKey,
     pod_set: PodSetHint,
+    index: PodIndex,
     owner: ObjectReference,
     requests: ResourceList,
     bound_to: Option<String>,
@@ -503,18 +510,40 @@ impl PlanBook {
                     };
                 }
                 Ok(Route::Workload(routed)) => {
-                    if let Err(rejection) =
-                        self.plan_workload(state, &facts.group, &routed, now, Some(&facts.owner))
-                    {
+                    let key = PlanKey {
+                        group: facts.group.clone(),
+                        pod_set: routed.pod_set.clone(),
+                    };
+                    // A pod of a group that runs: back to its predecessor's node, unless that
+                    // node has failed for the group.
+                    let mut failed = Vec::new();
+                    if state.members(&facts.group).next().is_some() {
+                        match self.successor(state, &facts, &routed, candidates) {
+                            Successor::Pinned(verdict) => {
+                                self.see(&facts, key, now);
+                                return verdict;
+                            }
+                            Successor::Replace => {
+                                failed = self.failed_nodes(state, &facts, &routed);
+                            }
+                            Successor::Unknown => {}
+                        }
+                    }
+                    let planned = self.plan_workload(
+                        state,
+                        &facts.group,
+                        &routed,
+                        &failed,
+                        now,
+                        Some(&facts.owner),
+                    );
+                    if let Err(rejection) = planned {
                         return FilterVerdict::Only {
                             pass: Vec::new(),
                             rejected: rejection,
                         };
                     }
-                    PlanKey {
-                        group: facts.group.clone(),
-                        pod_set: routed.pod_set.clone(),
-                    }
+                    key
                 }
                 Err(e) => return FilterVerdict::Invalid(e),
             },
@@ -531,6 +560,7 @@ impl PlanBook {
             .or_insert_with(|| SeenPod {
                 key: key.clone(),
                 pod_set: facts.pod_set.clone(),
+                index: facts.index(),
                 owner: facts.owner.clone(),
                 requests: facts.requests.clone(),
                 bound_to: None,
@@ -576,7 +606,7 @@ impl PlanBook {
         else {
             return None;
         };
-        self.plan_workload(state, &facts.group, &routed, now, None)
+        self.plan_workload(state, &facts.group, &routed, &[], now, None)
             .err()?;
         self.group_failure(&facts.group).map(str::to_string)
     }
@@ -707,7 +737,7 @@ impl PlanBook {
         seen.binding = false;
         seen.bound_to = Some(ticket.node.clone());
         let key = seen.key.clone();
-        let pod_set = seen.pod_set.clone();
+        let (pod_set, index) = (seen.pod_set.clone(), seen.index);
         let requests = seen.requests.clone();
         if let Some(plan) = self.plans.get_mut(&key)
             && let Some(&s) = plan.by_uid.get(&ticket.uid)
@@ -745,6 +775,8 @@ impl PlanBook {
                 requests,
                 group: key.group,
                 pod_set,
+                index,
+                terminating: false,
                 assumed: true,
             },
         );
@@ -799,17 +831,21 @@ impl PlanBook {
     /// order; each placement holds its seats before the next is computed, so it is usage for
     /// the next. The first that does not fit fails the whole workload, and what the earlier
     /// ones held is given back: no pod of a workload passes before all of it has its plan.
+    ///
+    /// `failed` are the nodes that failed for a running workload: what is planned replaces
+    /// what they held. With `TASFailedNodeReplacementFailFast` a replacement is tried once.
     fn plan_workload(
         &mut self,
         state: &ClusterState,
         group: &GroupKey,
         routed: &RoutedWorkload,
+        failed: &[FailedNode],
         now: Instant,
         owner: Option<&ObjectReference>,
     ) -> Result<(), Rejection> {
         let generations = (state.capacity_generation(), self.generation);
         if let Some(f) = self.failures.get(group)
-            && f.generations == generations
+            && (f.given_up || f.generations == generations)
         {
             return Err(f.rejection.clone());
         }
@@ -866,13 +902,25 @@ impl PlanBook {
                 }
                 Err(failure) => {
                     self.release_all(&made);
+                    // A replacement for failed nodes is tried once with FailFast: the workload
+                    // is given up (Kueue evicts it), until its pods are gone.
+                    let given_up =
+                        owner.is_some() && !failed.is_empty() && self.gates.enabled(GATE_FAIL_FAST);
+                    let mut reason = format!(
+                        "node(s) cannot take {} ({} pods): {}",
+                        failure.key, failure.pods, failure.message
+                    );
+                    if given_up {
+                        reason = format!(
+                            "{reason}; there was no replacement for unhealthy node(s): {} \
+                             (TASFailedNodeReplacementFailFast: not tried again while pods of \
+                             {group} run)",
+                            node_names(failed)
+                        );
+                    }
                     let rejection = Rejection {
-                        reason: format!(
-                            "node(s) cannot take {} ({} pods): {}",
-                            failure.key, failure.pods, failure.message
-                        )
-                        .into(),
-                        unresolvable: failure.unresolvable,
+                        reason: reason.into(),
+                        unresolvable: failure.unresolvable || given_up,
                     };
                     PlanCounters::bump(&self.counters.groups_not_fit);
                     if let Some(owner) = owner {
@@ -881,8 +929,9 @@ impl PlanBook {
                             (
                                 "TopologyReplacementFailed",
                                 format!(
-                                    "{running} pod(s) of {group} run; the rest has no room in \
+                                    "{}{running} pod(s) of {group} run; the rest has no room in \
                                      their domain: {}",
+                                    describe_failed(failed),
                                     rejection.reason
                                 ),
                             )
@@ -895,6 +944,7 @@ impl PlanBook {
                         group.clone(),
                         Failure {
                             generations,
+                            given_up,
                             message: failure.message,
                             rejection: rejection.clone(),
                         },
@@ -931,7 +981,10 @@ impl PlanBook {
                     owner,
                     false,
                     "TopologyReplacementPlanned",
-                    format!("{running} pod(s) of {group} run; planned beside them {note}"),
+                    format!(
+                        "{}{running} pod(s) of {group} run; planned beside them {note}",
+                        describe_failed(failed)
+                    ),
                 );
             } else {
                 self.notice(owner, false, "TopologyPlanned", format!("planned {note}"));
@@ -1385,11 +1438,31 @@ impl PlanBook {
                     .get(&p.key)
                     .is_some_and(|plan| plan.by_uid.contains_key(uid))
         });
+        // A workload given up on (FailFast) is planned anew once its pods are gone.
+        self.failures
+            .retain(|group, f| !f.given_up || state.members(group).next().is_some());
         if self.failures.len() > 10_000 {
             self.failures.clear();
         }
         self.publish();
     }
+}
+
+/// `n1,n2` (Kueue's list of unhealthy nodes).
+fn node_names(failed: &[FailedNode]) -> String {
+    failed
+        .iter()
+        .map(|f| f.name.as_str())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// `node n1 failed for the group (the node is NotReady); ` (empty without failed nodes).
+fn describe_failed(failed: &[FailedNode]) -> String {
+    failed
+        .iter()
+        .map(|f| format!("node {} failed for the group ({}); ", f.name, f.cause))
+        .collect()
 }
 
 /// The plan key of a group's only PodSet.

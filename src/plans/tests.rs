@@ -1246,3 +1246,5 @@ fn notices_say_what_happened_to_a_group_once() {
     assert_eq!(expired.len(), 1, "{notices:?}");
     assert!(expired[0].note.contains("2 seat(s)"), "{notices:?}");
 }
+
+mod hot_swap;

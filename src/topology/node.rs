@@ -26,6 +26,10 @@ pub struct NodeInfo {
     pub allocatable: ResourceList,
     /// The `Ready` condition is `True`.
     pub ready: bool,
+    /// The node has no `Ready` condition at all (a failed node for hot swap, at once).
+    pub ready_condition_missing: bool,
+    /// `lastTransitionTime` of the `Ready` condition, in seconds since the Unix epoch.
+    pub ready_since: Option<i64>,
     /// `spec.unschedulable`.
     pub unschedulable: bool,
 }

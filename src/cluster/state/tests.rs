@@ -38,6 +38,8 @@ fn pod(uid: &str, node: &str, cpu: i64, job: Option<&str>) -> BoundPod {
         owner_job: job.map(str::to_string),
         group,
         pod_set: Default::default(),
+        index: Default::default(),
+        terminating: false,
         labels: BTreeMap::new(),
         annotations: BTreeMap::new(),
     }
@@ -98,6 +100,8 @@ fn an_assumed_bind_is_confirmed_by_the_watch_and_only_unconfirmed_ones_are_forgo
         requests: [("cpu".to_string(), 1000)].into(),
         group: GroupKey::of_pod(&Default::default()),
         pod_set: Default::default(),
+        index: Default::default(),
+        terminating: false,
         assumed: true,
     };
     s.assume("p1", usage.clone());

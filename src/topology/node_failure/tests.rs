@@ -152,9 +152,8 @@ fn fixed_time_with_pod_termination_fails_on_whichever_comes_first() {
 
 #[test]
 fn fixed_time_without_pod_termination_fails_only_after_thirty_seconds() {
-    let g = gates(
-        "TASReplaceNodeDueToNotReadyOverFixedTime=true,TASReplaceNodeOnPodTermination=false",
-    );
+    let g =
+        gates("TASReplaceNodeDueToNotReadyOverFixedTime=true,TASReplaceNodeOnPodTermination=false");
     assert!(matches!(
         judge(&not_ready(5), &running(false), &g),
         NodeVerdict::NotYet(_)

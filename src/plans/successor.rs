@@ -1,0 +1,223 @@
+//! A pod recreated for one its group lost: where it goes (tas-semantics §4).
+//!
+//! Its **predecessor** is the group's pod in the same place (same PodSet, same Job and
+//! completion index; for pods without indices, any lost pod of the PodSet): one still being
+//! deleted, or one the state saw leave while the group ran. The predecessor's node is judged
+//! for the group with Kueue's node controller rules ([`judge`]):
+//!
+//! * **failed** → the pod is placed again, with the rest the group lost, inside the domain the
+//!   group needs (the plan book's replacement), every other pod staying where it is;
+//! * **not failed** (Ready, its pods there still run, replacement off, or NotReady for less
+//!   than the delay) → the pod goes back to the predecessor's node, as Kueue's pod pinned to
+//!   its assignment does, and waits there while the node cannot take it.
+//!
+//! Without a known predecessor (the state was rebuilt after it left) the pod is placed in the
+//! domain of the group's running pods, which is where Kueue's replacement would look too.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use k8s_openapi::api::core::v1::Toleration;
+
+use super::{FilterVerdict, PlanBook, PodFacts, Rejection, positions};
+use crate::cluster::admit::RoutedWorkload;
+use crate::cluster::state::{ClusterState, NodeId};
+use crate::topology::node_failure::{
+    FailureCause, GroupOnNode, KeptBecause, NODE_FAILURE_DELAY, NodeSeen, NodeVerdict, judge,
+};
+
+/// What to do with a pod of a running group.
+pub(super) enum Successor {
+    /// Nothing known about a predecessor: plan as usual.
+    Unknown,
+    /// The predecessor's node has failed for the group: replace.
+    Replace,
+    /// Back to the predecessor's node (or wait for it).
+    Pinned(FilterVerdict),
+}
+
+/// A node that failed for a group, and why.
+#[derive(Debug, Clone)]
+pub(super) struct FailedNode {
+    /// Its name.
+    pub name: String,
+    /// Why it has failed.
+    pub cause: FailureCause,
+}
+
+impl PlanBook {
+    /// Where a pod of a group that runs in part goes, when its predecessor is known.
+    pub(super) fn successor(
+        &self,
+        state: &ClusterState,
+        facts: &PodFacts,
+        routed: &RoutedWorkload,
+        candidates: &[&str],
+    ) -> Successor {
+        let Some(node) = predecessor_node(state, facts) else {
+            return Successor::Unknown;
+        };
+        let name = state.name_of(node).unwrap_or_default().to_string();
+        let verdict = self.judge_for_group(state, facts, routed, node);
+        let group = &facts.group;
+        let waits = |why: String| {
+            Successor::Pinned(FilterVerdict::Only {
+                pass: Vec::new(),
+                rejected: Rejection {
+                    reason: format!(
+                        "node(s) are not {name}, where the pod this one replaces ran: {why}"
+                    )
+                    .into(),
+                    unresolvable: false,
+                },
+            })
+        };
+        match verdict {
+            NodeVerdict::Failed(_) => Successor::Replace,
+            NodeVerdict::NotYet(left) => waits(format!(
+                "{name} is NotReady and counts as failed for {group} after {}s more \
+                 (TASReplaceNodeOnPodTermination is off: the node controller waits {}s)",
+                left.as_secs().max(1),
+                NODE_FAILURE_DELAY.as_secs()
+            )),
+            NodeVerdict::Kept(why) => {
+                let ready = state.node(node).is_some_and(|n| n.ready);
+                let pass = positions(candidates, |c| c == name);
+                if pass.is_empty() || !ready {
+                    return waits(format!(
+                        "{name} has not failed for {group} ({why}); the pod waits for it"
+                    ));
+                }
+                if !state.room_for(node, self.held.at(node), &facts.requests) {
+                    return waits(format!(
+                        "{name} has not failed for {group} ({why}) and has no room left for the pod"
+                    ));
+                }
+                let reason = match why {
+                    KeptBecause::Healthy => format!(
+                        "node(s) are not {name}, where the pod this one replaces ran (its seat in {group})"
+                    ),
+                    other => format!(
+                        "node(s) are not {name}, where the pod this one replaces ran: it has not failed for {group} ({other})"
+                    ),
+                };
+                Successor::Pinned(FilterVerdict::Only {
+                    pass,
+                    rejected: Rejection {
+                        reason: reason.into(),
+                        unresolvable: true,
+                    },
+                })
+            }
+        }
+    }
+
+    /// Every node of the group's lost pods (departed, or being deleted) that has failed for
+    /// the group, by name.
+    pub(super) fn failed_nodes(
+        &self,
+        state: &ClusterState,
+        facts: &PodFacts,
+        routed: &RoutedWorkload,
+    ) -> Vec<FailedNode> {
+        let group = &facts.group;
+        let mut nodes: Vec<NodeId> = state.departed(group).iter().map(|d| d.node).collect();
+        nodes.extend(
+            state
+                .members(group)
+                .filter(|p| p.terminating)
+                .map(|p| p.node),
+        );
+        nodes.sort_unstable();
+        nodes.dedup();
+        nodes
+            .into_iter()
+            .filter_map(
+                |node| match self.judge_for_group(state, facts, routed, node) {
+                    NodeVerdict::Failed(cause) => Some(FailedNode {
+                        name: state.name_of(node).unwrap_or_default().to_string(),
+                        cause,
+                    }),
+                    _ => None,
+                },
+            )
+            .collect()
+    }
+
+    /// Kueue's node controller decision for `node` and the asking pod's group.
+    fn judge_for_group(
+        &self,
+        state: &ClusterState,
+        facts: &PodFacts,
+        routed: &RoutedWorkload,
+        node: NodeId,
+    ) -> NodeVerdict {
+        let info = state.node(node);
+        let seen = NodeSeen {
+            exists: info.is_some(),
+            ready: info.and_then(|n| (!n.ready_condition_missing).then_some(n.ready)),
+            ready_for: info.and_then(|n| n.ready_since).map(since),
+            taints: info.map_or(&[], |n| n.taints.as_slice()),
+        };
+        let names: Vec<&str> = routed
+            .pod_sets
+            .iter()
+            .map(|p| p.spec.name.as_str())
+            .collect();
+        let there: Vec<_> = state
+            .members(&facts.group)
+            .filter(|p| p.node == node)
+            .collect();
+        // The effective tolerations (template and flavor) of every PodSet assigned there: those
+        // with pods there, and the asking pod's, whose predecessor was there.
+        let mut assigned: Vec<&str> = there
+            .iter()
+            .filter_map(|p| p.pod_set.resolve(&names))
+            .chain(std::iter::once(routed.pod_set.as_str()))
+            .collect();
+        assigned.sort_unstable();
+        assigned.dedup();
+        let tolerations: Vec<Vec<Toleration>> = assigned
+            .iter()
+            .filter_map(|name| routed.pod_sets.iter().find(|p| p.spec.name == *name))
+            .map(|p| {
+                let mut all = p.spec.tolerations.clone();
+                if let Some(f) = state.flavor(&p.flavor) {
+                    all.extend(f.tolerations.iter().cloned());
+                }
+                all
+            })
+            .collect();
+        let lists: Vec<&[Toleration]> = tolerations.iter().map(Vec::as_slice).collect();
+        let group = GroupOnNode {
+            progressing: there.iter().any(|p| !p.terminating),
+            tolerations: &lists,
+        };
+        judge(&seen, &group, &self.gates)
+    }
+}
+
+/// The node of the asking pod's predecessor: a pod of its group in the same place that is
+/// being deleted, else one that left the group.
+fn predecessor_node(state: &ClusterState, facts: &PodFacts) -> Option<NodeId> {
+    let index = facts.index();
+    let group = &facts.group;
+    state
+        .members(group)
+        .find(|p| p.terminating && p.pod_set == facts.pod_set && p.index == index)
+        .map(|p| p.node)
+        .or_else(|| {
+            state
+                .departed(group)
+                .iter()
+                .find(|d| d.pod_set == facts.pod_set && d.index == index)
+                .map(|d| d.node)
+        })
+}
+
+/// How long ago a Unix time in seconds was (zero for a time ahead of the clock).
+fn since(unix_seconds: i64) -> Duration {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    Duration::from_secs(now.saturating_sub(unix_seconds).max(0) as u64)
+}

@@ -1,0 +1,357 @@
+//! Hot swap in the plan book (tas-semantics §4): a pod recreated for one its running group lost
+//! goes back to its predecessor's node unless that node has failed for the group under the
+//! gates in force; then it is placed inside the group's domain and nothing else moves. The
+//! cluster changes arrive as the watch applies them (node updates, pod deletions).
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use k8s_openapi::api::core::v1::Taint;
+
+use super::*;
+
+/// Job `train`, 4 pods x 1 cpu in one rack, running in rack r2: pods 0 and 1 on b1-r2-h1,
+/// pods 2 and 3 on b1-r2-h2 (each host has 2 cpu left). Rack r3 is empty, and decoys in rack
+/// r1 leave exactly 2 cpu there (1 per host): as tight as r2's room once a host of r2 is lost,
+/// and first by name, so a placement that forgot the running pods would take r1.
+fn running_train(gates: &str) -> TestBook {
+    let extra = format!(
+        "{}{}{}{}{}{}{}",
+        job_yaml("train", 4, 1, RACK),
+        bound_job_pod_yaml("train", 0, 1, "b1-r2-h1"),
+        bound_job_pod_yaml("train", 1, 1, "b1-r2-h1"),
+        bound_job_pod_yaml("train", 2, 1, "b1-r2-h2"),
+        bound_job_pod_yaml("train", 3, 1, "b1-r2-h2"),
+        filler_pod_yaml("decoy-1", 3, "b1-r1-h1"),
+        filler_pod_yaml("decoy-2", 3, "b1-r1-h2"),
+    );
+    let cluster = load(&format!("{}{extra}", base_yaml(3)));
+    TestBook {
+        book: PlanBook::new(FeatureGates::parse(gates).unwrap(), TTL),
+        state: ClusterState::from_cluster(&cluster),
+        cluster,
+    }
+}
+
+fn unix_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+/// The node update the watch applies when `node` went NotReady `secs` seconds ago.
+fn not_ready_since(b: &mut TestBook, node: &str, secs: i64) {
+    let mut info = b.state.node_by_name(node).unwrap().clone();
+    info.ready = false;
+    info.ready_since = Some(unix_now() - secs);
+    b.state.apply_node(info);
+}
+
+/// The node update that gives `node` a taint.
+fn taint_node(b: &mut TestBook, node: &str, key: &str, effect: &str) {
+    let mut info = b.state.node_by_name(node).unwrap().clone();
+    info.taints.push(Taint {
+        key: key.into(),
+        effect: effect.into(),
+        ..Default::default()
+    });
+    b.state.apply_node(info);
+}
+
+/// The pod deletion (or finish as Failed) the watch applies for pod `index` of `job`.
+fn lose(b: &mut TestBook, job: &str, index: usize) {
+    assert!(
+        b.state.remove_pod(&uid(job, index)),
+        "{job}-{index} was bound"
+    );
+}
+
+/// The pod update for pod `index` of `job` getting a deletion timestamp.
+fn terminating(b: &mut TestBook, job: &str, index: usize) {
+    let mut pod = b
+        .cluster
+        .bound_pods
+        .iter()
+        .find(|p| p.uid.as_deref() == Some(uid(job, index).as_str()))
+        .unwrap()
+        .clone();
+    pod.terminating = true;
+    b.state.apply_bound_pod(&pod);
+    assert!(b.state.pod(&uid(job, index)).unwrap().terminating);
+}
+
+/// The pod the Job controller creates in place of pod `index` (same completion index, new
+/// name and uid).
+fn recreated(job: &str, index: usize) -> Pod {
+    let mut pod = job_pod(job, index, 1);
+    pod.metadata.name = Some(format!("{job}-{index}-again"));
+    pod.metadata.uid = Some(format!("uid-{job}-{index}-again"));
+    pod
+}
+
+/// What filter answers a recreated pod: the nodes that pass and the reason for the rest.
+fn filter_recreated(b: &mut TestBook, index: usize) -> (Vec<String>, String) {
+    let names = all_nodes(b);
+    let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
+    match b.filter(&recreated("train", index), &candidates, Instant::now()) {
+        FilterVerdict::Only { pass, rejected } => (
+            pass.iter().map(|&i| names[i].clone()).collect(),
+            rejected.reason.to_string(),
+        ),
+        other => panic!("a group pod gets Only, got {other:?}"),
+    }
+}
+
+/// The nodes of the Job's pods that still run (by completion index), to show nothing moved.
+fn running_nodes(b: &TestBook) -> Vec<(usize, String)> {
+    let group = GroupKey {
+        kind: WorkloadKind::Job,
+        namespace: "default".into(),
+        name: "train".into(),
+    };
+    let mut nodes: Vec<(usize, String)> = b
+        .state
+        .members(&group)
+        .map(|p| {
+            let node = b.state.name_of(p.node).unwrap().to_string();
+            (p.index.completion.unwrap(), node)
+        })
+        .collect();
+    nodes.sort();
+    nodes
+}
+
+#[test]
+fn a_pod_deleted_on_a_healthy_node_is_recreated_on_the_same_node() {
+    let mut b = running_train("");
+    lose(&mut b, "train", 1);
+    // b1-r2-h1 has 3 cpu left and b1-r2-h2 2: a fresh one-pod placement would take the
+    // tighter h2. The pod goes back to its seat instead, as Kueue's assignment keeps it.
+    let (pass, _) = filter_recreated(&mut b, 1);
+    assert_eq!(pass, ["b1-r2-h1"]);
+    let s = b.stats();
+    assert_eq!((s.plans_made, s.replacements_placed), (0, 0), "{s:?}");
+    // It binds there, and the next recreated pod of the same index has no predecessor left.
+    b.bind(
+        "default",
+        "train-1-again",
+        "uid-train-1-again",
+        "b1-r2-h1",
+        Instant::now(),
+    )
+    .unwrap();
+    assert!(b.state.departed(&recreated_group()).is_empty());
+}
+
+fn recreated_group() -> GroupKey {
+    GroupKey {
+        kind: WorkloadKind::Job,
+        namespace: "default".into(),
+        name: "train".into(),
+    }
+}
+
+#[test]
+fn two_pods_lost_with_their_failed_node_are_both_replaced_in_their_rack_and_nothing_else_moves() {
+    let mut b = running_train("");
+    let before: Vec<(usize, String)> = running_nodes(&b)
+        .into_iter()
+        .filter(|(i, _)| *i >= 2)
+        .collect();
+    not_ready_since(&mut b, "b1-r2-h1", 60);
+    lose(&mut b, "train", 0);
+    lose(&mut b, "train", 1);
+    let (first, _) = filter_recreated(&mut b, 0);
+    let (second, _) = filter_recreated(&mut b, 1);
+    // Rack r2's only room is b1-r2-h2; r1 (as tight, first by name) and r3 are never used.
+    assert_eq!(
+        (first.as_slice(), second.as_slice()),
+        (&["b1-r2-h2".to_string()][..], &["b1-r2-h2".to_string()][..])
+    );
+    assert_eq!(
+        running_nodes(&b),
+        before,
+        "the running pods stay where they are"
+    );
+    let s = b.stats();
+    assert_eq!((s.plans_made, s.replacements_placed), (1, 1), "{s:?}");
+    let notices = b.book.take_notices();
+    let planned: Vec<&Notice> = notices
+        .iter()
+        .filter(|n| n.reason == "TopologyReplacementPlanned")
+        .collect();
+    assert_eq!(planned.len(), 1, "{notices:?}");
+    assert!(
+        planned[0]
+            .note
+            .contains("node b1-r2-h1 failed for the group (the node is NotReady)"),
+        "{notices:?}"
+    );
+}
+
+#[test]
+fn with_pod_termination_off_a_not_ready_node_is_failed_after_thirty_seconds() {
+    let mut b = running_train("TASReplaceNodeOnPodTermination=false");
+    not_ready_since(&mut b, "b1-r2-h1", 5);
+    lose(&mut b, "train", 0);
+    let (pass, reason) = filter_recreated(&mut b, 0);
+    assert!(pass.is_empty(), "{pass:?}");
+    assert!(
+        reason.contains("b1-r2-h1 is NotReady and counts as failed for Job default/train after")
+            && reason.contains("TASReplaceNodeOnPodTermination is off"),
+        "{reason}"
+    );
+    assert_eq!(b.stats().plans_made, 0);
+    // Thirty seconds on, the node has failed: replaced beside the rest.
+    not_ready_since(&mut b, "b1-r2-h1", 31);
+    let (pass, _) = filter_recreated(&mut b, 0);
+    assert_eq!(pass, ["b1-r2-h2"]);
+}
+
+#[test]
+fn a_not_ready_node_where_pods_of_the_group_still_run_is_not_failed() {
+    let mut b = running_train("");
+    not_ready_since(&mut b, "b1-r2-h1", 3600);
+    // Pod 0 is being deleted (its replacement exists), pod 1 still runs on the node.
+    terminating(&mut b, "train", 0);
+    let (pass, reason) = filter_recreated(&mut b, 0);
+    assert!(pass.is_empty(), "{pass:?}");
+    assert!(
+        reason.contains("b1-r2-h1 has not failed for Job default/train")
+            && reason.contains("still run"),
+        "{reason}"
+    );
+    // Pod 1 stops too: now the node has failed.
+    terminating(&mut b, "train", 1);
+    let (pass, _) = filter_recreated(&mut b, 0);
+    assert_eq!(pass, ["b1-r2-h2"]);
+}
+
+#[test]
+fn with_fixed_time_a_not_ready_node_fails_after_thirty_seconds_even_with_pods_running() {
+    let mut b = running_train("TASReplaceNodeDueToNotReadyOverFixedTime=true");
+    terminating(&mut b, "train", 0);
+    not_ready_since(&mut b, "b1-r2-h1", 10);
+    let (pass, _) = filter_recreated(&mut b, 0);
+    assert!(
+        pass.is_empty(),
+        "pod 1 still runs there and 30 s have not passed"
+    );
+    not_ready_since(&mut b, "b1-r2-h1", 45);
+    let (pass, _) = filter_recreated(&mut b, 0);
+    assert_eq!(pass, ["b1-r2-h2"]);
+}
+
+#[test]
+fn with_replacement_off_the_pod_waits_for_its_failed_node() {
+    let mut b = running_train("TASFailedNodeReplacement=false");
+    not_ready_since(&mut b, "b1-r2-h1", 600);
+    lose(&mut b, "train", 0);
+    lose(&mut b, "train", 1);
+    let (pass, reason) = filter_recreated(&mut b, 0);
+    assert!(pass.is_empty(), "{pass:?}");
+    assert!(
+        reason.contains("TASFailedNodeReplacement is off"),
+        "{reason}"
+    );
+    assert_eq!(b.stats().plans_made, 0);
+}
+
+#[test]
+fn an_untolerated_taint_fails_a_ready_node_for_the_pods_it_lost() {
+    // With the taints gate (default) the evicted pods are replaced beside the rest.
+    let mut b = running_train("");
+    taint_node(&mut b, "b1-r2-h1", "example.com/broken", "NoExecute");
+    lose(&mut b, "train", 0);
+    lose(&mut b, "train", 1);
+    let (pass, _) = filter_recreated(&mut b, 0);
+    assert_eq!(pass, ["b1-r2-h2"]);
+    let notices = b.book.take_notices();
+    assert!(
+        notices.iter().any(|n| n
+            .note
+            .contains("node b1-r2-h1 failed for the group (the node has the taint example.com/broken:NoExecute)")),
+        "{notices:?}"
+    );
+    // Without it the node is kept: the pod goes back to it (kube-scheduler's own taint filter
+    // then keeps it pending, as Kueue's pinned pod stays).
+    let mut b = running_train("TASReplaceNodeOnNodeTaints=false");
+    taint_node(&mut b, "b1-r2-h1", "example.com/broken", "NoExecute");
+    lose(&mut b, "train", 0);
+    let (pass, _) = filter_recreated(&mut b, 0);
+    assert_eq!(pass, ["b1-r2-h1"]);
+}
+
+/// Rack r2 loses b1-r2-h1 and pods 0 and 1 with it; a pod outside the group takes b1-r2-h2's
+/// room, so the replacement fails; then that pod ends.
+fn failed_replacement(gates: &str) -> TestBook {
+    let mut b = running_train(gates);
+    not_ready_since(&mut b, "b1-r2-h1", 60);
+    lose(&mut b, "train", 0);
+    lose(&mut b, "train", 1);
+    let squatter = load(&format!(
+        "{}{}",
+        base_yaml(3),
+        filler_pod_yaml("squatter", 2, "b1-r2-h2")
+    ));
+    b.state.apply_bound_pod(&squatter.bound_pods[0]);
+    let (pass, reason) = filter_recreated(&mut b, 0);
+    assert!(pass.is_empty(), "{pass:?}");
+    assert!(reason.contains("cannot take Job default/train"), "{reason}");
+    assert_eq!(b.stats().replacements_failed, 1);
+    let key = squatter.bound_pods[0].key();
+    assert!(b.state.remove_pod(&key));
+    b
+}
+
+#[test]
+fn fail_fast_tries_a_replacement_once_and_then_gives_the_group_up() {
+    let mut b = failed_replacement("");
+    let (pass, reason) = filter_recreated(&mut b, 0);
+    assert!(pass.is_empty(), "given up, though room came back: {pass:?}");
+    assert!(
+        reason.contains("there was no replacement for unhealthy node(s): b1-r2-h1")
+            && reason.contains("TASFailedNodeReplacementFailFast"),
+        "{reason}"
+    );
+    let notices = b.book.take_notices();
+    assert!(
+        notices
+            .iter()
+            .any(|n| n.reason == "TopologyReplacementFailed" && n.warning),
+        "{notices:?}"
+    );
+}
+
+#[test]
+fn without_fail_fast_a_replacement_is_retried_when_capacity_comes_back() {
+    let mut b = failed_replacement("TASFailedNodeReplacementFailFast=false");
+    let (pass, _) = filter_recreated(&mut b, 0);
+    assert_eq!(pass, ["b1-r2-h2"]);
+    assert_eq!(b.stats().replacements_placed, 1);
+}
+
+#[test]
+fn after_a_restart_between_failure_and_replacement_the_lost_pods_join_their_rack() {
+    // The state is rebuilt from the cluster after the failure: b1-r2-h1 is NotReady, pods 0
+    // and 1 are gone (nothing says where they ran), pods 2 and 3 run on b1-r2-h2. Rack r1 has
+    // exactly the 2 cpu needed, as r2 has, and comes first: only the running pods say r2.
+    let extra = format!(
+        "{}{}{}{}{}",
+        job_yaml("train", 4, 1, RACK),
+        bound_job_pod_yaml("train", 2, 1, "b1-r2-h2"),
+        bound_job_pod_yaml("train", 3, 1, "b1-r2-h2"),
+        filler_pod_yaml("decoy-1", 3, "b1-r1-h1"),
+        filler_pod_yaml("decoy-2", 3, "b1-r1-h2"),
+    );
+    let mut cluster = load(&format!("{}{extra}", base_yaml(3)));
+    for n in cluster.nodes.iter_mut().filter(|n| n.name == "b1-r2-h1") {
+        n.ready = false;
+    }
+    let mut b = TestBook::new(cluster, TTL);
+    assert!(b.state.departed(&recreated_group()).is_empty());
+    let (first, _) = filter_recreated(&mut b, 0);
+    let (second, _) = filter_recreated(&mut b, 1);
+    assert_eq!(first, ["b1-r2-h2"]);
+    assert_eq!(second, ["b1-r2-h2"]);
+}
