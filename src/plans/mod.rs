@@ -185,7 +185,8 @@ pub struct Notice {
     /// A warning (else normal).
     pub warning: bool,
     /// `TopologyPlanned`, `TopologyDoesNotFit`, `TopologyReplacementPlanned`,
-    /// `TopologyReplacementFailed`, `TopologyPlanExpired`, `BindingFailed`.
+    /// `TopologyReplacementFailed`, `TopologySeatLost`, `TopologyPlanExpired`,
+    /// `BindingFailed`.
     pub reason: &'static str,
     /// What happened, for `kubectl describe`.
     pub note: String,
@@ -480,7 +481,10 @@ impl PlanBook {
                 );
             }
         }
-        let key = match self.planned_key(&facts) {
+        let planned = self
+            .planned_key(&facts)
+            .filter(|key| !self.drop_if_seats_failed(state, key));
+        let key = match planned {
             Some(key) => key,
             None => match route(pod, &facts.group, facts.tas_marked, state, &self.gates) {
                 Ok(Route::Lone) => {

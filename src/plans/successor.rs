@@ -18,11 +18,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::core::v1::Toleration;
 
-use super::{FilterVerdict, PlanBook, PodFacts, Rejection, positions};
+use super::{FilterVerdict, PlanBook, PlanKey, PodFacts, Rejection, positions};
+use crate::cluster::WorkloadKind;
 use crate::cluster::admit::RoutedWorkload;
 use crate::cluster::state::{ClusterState, NodeId};
 use crate::topology::node_failure::{
-    FailureCause, GroupOnNode, KeptBecause, NODE_FAILURE_DELAY, NodeSeen, NodeVerdict, judge,
+    FailureCause, GATE_SKIP_POD_OWNED, GroupOnNode, KeptBecause, NODE_FAILURE_DELAY, NodeSeen,
+    NodeVerdict, judge,
 };
 
 /// What to do with a pod of a running group.
@@ -111,6 +113,62 @@ impl PlanBook {
         }
     }
 
+    /// A plan some of whose seats not bound yet sit on a node that has failed (gone, or not
+    /// Ready by the gates' rules) is dropped, so that those pods are planned again inside the
+    /// domain of the rest, as Kueue replaces a failed node of an assignment; `true` when it
+    /// was. A single pod's plan stays with `SkipReassignmentForPodOwnedWorkloads`, as Kueue
+    /// keeps such a workload's assignment.
+    pub(super) fn drop_if_seats_failed(&mut self, state: &ClusterState, key: &PlanKey) -> bool {
+        let Some(plan) = self.plans.get(key) else {
+            return false;
+        };
+        let idle = GroupOnNode {
+            progressing: false,
+            tolerations: &[],
+        };
+        let failed = plan.seats.iter().filter(|s| s.holds()).find_map(|seat| {
+            let node = plan.node_id(seat);
+            let seen = NodeSeen {
+                // Taints are for the pods' own tolerations: kube-scheduler's filter keeps an
+                // open seat's pod off a node it does not tolerate.
+                taints: &[],
+                ..node_seen(state, node)
+            };
+            match judge(&seen, &idle, &self.gates) {
+                NodeVerdict::Failed(cause) => Some(FailedNode {
+                    name: state.name_of(node).unwrap_or_default().to_string(),
+                    cause,
+                }),
+                _ => None,
+            }
+        });
+        let Some(failed) = failed else {
+            return false;
+        };
+        if key.group.kind == WorkloadKind::Pod && self.gates.enabled(GATE_SKIP_POD_OWNED) {
+            return false;
+        }
+        let Some(plan) = self.plans.remove(key) else {
+            return false;
+        };
+        for seat in plan.seats.iter().filter(|s| s.holds()) {
+            self.held.release(plan.node_id(seat), &plan.requests);
+        }
+        self.generation += 1;
+        let waiting = plan.seats.iter().filter(|s| s.holds()).count();
+        self.notice(
+            &plan.owner,
+            true,
+            "TopologySeatLost",
+            format!(
+                "node {} failed before {waiting} pod(s) of {key} were bound ({}): their seats \
+                 are planned again beside the rest",
+                failed.name, failed.cause
+            ),
+        );
+        true
+    }
+
     /// Every node of the group's lost pods (departed, or being deleted) that has failed for
     /// the group, by name.
     pub(super) fn failed_nodes(
@@ -151,13 +209,7 @@ impl PlanBook {
         routed: &RoutedWorkload,
         node: NodeId,
     ) -> NodeVerdict {
-        let info = state.node(node);
-        let seen = NodeSeen {
-            exists: info.is_some(),
-            ready: info.and_then(|n| (!n.ready_condition_missing).then_some(n.ready)),
-            ready_for: info.and_then(|n| n.ready_since).map(since),
-            taints: info.map_or(&[], |n| n.taints.as_slice()),
-        };
+        let seen = node_seen(state, node);
         let names: Vec<&str> = routed
             .pod_sets
             .iter()
@@ -193,6 +245,17 @@ impl PlanBook {
             tolerations: &lists,
         };
         judge(&seen, &group, &self.gates)
+    }
+}
+
+/// What the state knows of a node, for [`judge`].
+fn node_seen(state: &ClusterState, node: NodeId) -> NodeSeen<'_> {
+    let info = state.node(node);
+    NodeSeen {
+        exists: info.is_some(),
+        ready: info.and_then(|n| (!n.ready_condition_missing).then_some(n.ready)),
+        ready_for: info.and_then(|n| n.ready_since).map(since),
+        taints: info.map_or(&[], |n| n.taints.as_slice()),
     }
 }
 

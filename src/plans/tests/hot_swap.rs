@@ -355,3 +355,93 @@ fn after_a_restart_between_failure_and_replacement_the_lost_pods_join_their_rack
     assert_eq!(first, ["b1-r2-h2"]);
     assert_eq!(second, ["b1-r2-h2"]);
 }
+
+#[test]
+fn open_seats_on_a_node_that_fails_before_binding_are_planned_again_beside_the_rest() {
+    // Job `fresh`: 6 pods x 1 cpu in one block (two racks of two hosts), nothing bound. Pod 0
+    // binds to its seat; then the node of other seats fails before their pods came: without
+    // a new plan those pods would wait for it until the plan expired.
+    let mut b = book(2, &job_yaml("fresh", 6, 1, BLOCK));
+    let t0 = Instant::now();
+    let planned = seats(&mut b, "fresh", 6, 1, t0);
+    b.bind(
+        "default",
+        &pod_name("fresh", 0),
+        &uid("fresh", 0),
+        &planned[0],
+        t0,
+    )
+    .unwrap();
+    let lost = planned[1..]
+        .iter()
+        .find(|n| **n != planned[0])
+        .expect("the plan spans two hosts")
+        .clone();
+    not_ready_since(&mut b, &lost, 1);
+    let names: Vec<String> = all_nodes(&b).into_iter().filter(|n| *n != lost).collect();
+    let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
+    for i in 1..6 {
+        match b.filter(&job_pod("fresh", i, 1), &candidates, t0) {
+            FilterVerdict::Only { pass, rejected } => {
+                assert_eq!(pass.len(), 1, "pod {i}: {rejected:?}");
+                let node = &names[pass[0]];
+                assert_ne!(*node, lost, "pod {i}");
+            }
+            other => panic!("pod {i}: {other:?}"),
+        }
+    }
+    let notices = b.book.take_notices();
+    assert!(
+        notices
+            .iter()
+            .any(|n| n.reason == "TopologySeatLost" && n.note.contains(&lost)),
+        "{notices:?}"
+    );
+}
+
+/// A single pod that asks for a host by itself (a workload owned by one pod).
+fn single_tas_pod() -> Pod {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {
+            "name": "solo", "namespace": "default", "uid": "uid-solo",
+            "labels": {"kueue.x-k8s.io/queue-name": "tas-user-queue"},
+            "annotations": {"kueue.x-k8s.io/podset-required-topology": "kubernetes.io/hostname"},
+        },
+        "spec": {
+            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                "resources": {"requests": {"cpu": "1"}}}],
+            "nodeSelector": {"node-group": "tas"},
+        },
+        "status": {"phase": "Pending"},
+    }))
+    .unwrap()
+}
+
+#[test]
+fn a_single_pods_seat_on_a_failed_node_is_kept_only_with_skip_reassignment() {
+    for (gates, kept) in [
+        ("", true),
+        ("SkipReassignmentForPodOwnedWorkloads=false", false),
+    ] {
+        let cluster = load(&base_yaml(2));
+        let mut b = TestBook {
+            book: PlanBook::new(FeatureGates::parse(gates).unwrap(), TTL),
+            state: ClusterState::from_cluster(&cluster),
+            cluster,
+        };
+        let t0 = Instant::now();
+        let seat = seat_of(&mut b, &single_tas_pod(), t0);
+        not_ready_since(&mut b, &seat, 1);
+        let names: Vec<String> = all_nodes(&b).into_iter().filter(|n| *n != seat).collect();
+        let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
+        match b.filter(&single_tas_pod(), &candidates, t0) {
+            FilterVerdict::Only { pass, .. } if kept => {
+                assert!(pass.is_empty(), "{gates}: the seat stays on {seat}")
+            }
+            FilterVerdict::Only { pass, rejected } => {
+                assert_eq!(pass.len(), 1, "{gates}: moved ({rejected:?})");
+            }
+            other => panic!("{gates}: {other:?}"),
+        }
+    }
+}
