@@ -762,6 +762,16 @@ fn a_running_job_whose_node_failed_is_placed_again_only_with_hot_swap_on() {
     assert_eq!(total, 3, "{got:?}");
     assert!(got.iter().all(|(n, _)| n != "n2"), "{got:?}");
     assert!(got.iter().any(|(n, c)| n == "n1" && *c >= 2), "{got:?}");
+    // The replaced pod is marked, in the JSON and in the table.
+    let replaced = ps["replaced"].as_array().expect("replaced domains");
+    let replaced_count: i64 = replaced.iter().map(|d| d["count"].as_i64().unwrap()).sum();
+    assert_eq!(replaced_count, 1, "{ps:#}");
+    let table = assert_ran(&simulate(&[&path], &[]));
+    assert!(
+        table.contains("1 replaced for pods lost on a failed node")
+            && table.contains("default/train (replaced)"),
+        "{table}"
+    );
 
     let off = simulate_json(
         &[&path],

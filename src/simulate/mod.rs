@@ -82,6 +82,10 @@ pub struct PodSetReport {
     /// Pods per lowest-level domain (full label path).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub domains: Vec<DomainCount>,
+    /// Of `domains`, the pods placed again for pods lost on a failed node (hot swap), per
+    /// lowest-level domain; empty when nothing was replaced.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub replaced: Vec<DomainCount>,
     /// Why it does not fit.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -94,6 +98,13 @@ pub struct DomainCount {
     pub values: Vec<String>,
     /// Pods placed there.
     pub count: i64,
+}
+
+/// Where a PodSet's pods are once it is placed.
+struct PlacedPodSet {
+    levels: Vec<String>,
+    domains: Vec<DomainCount>,
+    replaced: Vec<DomainCount>,
 }
 
 /// A flavor's tree after the simulation, for the table output.
@@ -243,6 +254,7 @@ impl Simulation<'_, '_> {
                 flavor: ps.flavor.clone(),
                 levels: Vec::new(),
                 domains: Vec::new(),
+                replaced: Vec::new(),
                 message: None,
             };
             if let Some(reason) = &failed {
@@ -250,10 +262,11 @@ impl Simulation<'_, '_> {
                 r.message = Some(reason.clone());
             } else if ps.flavor.is_some() {
                 match self.schedule_pod_set(w, i, ps) {
-                    Ok((levels, domains)) => {
+                    Ok(placed) => {
                         r.fits = true;
-                        r.levels = levels;
-                        r.domains = domains;
+                        r.levels = placed.levels;
+                        r.domains = placed.domains;
+                        r.replaced = placed.replaced;
                     }
                     Err(message) => {
                         r.message = Some(message.clone());
@@ -273,7 +286,7 @@ impl Simulation<'_, '_> {
         w: &Workload,
         index: usize,
         ps: &AdmittedPodSet,
-    ) -> Result<(Vec<String>, Vec<DomainCount>), String> {
+    ) -> Result<PlacedPodSet, String> {
         let flavor_name = ps.flavor.clone().unwrap_or_default();
         let Some(rf) = self.cluster.kueue.resource_flavors.get(&flavor_name) else {
             return Err(format!("ResourceFlavor {flavor_name:?} does not exist"));
@@ -316,17 +329,32 @@ impl Simulation<'_, '_> {
             *new_here.entry(leaf).or_insert(0) += n;
             *per_leaf.entry(leaf).or_insert(0) += n;
         }
+        // Replacements are marked where the table shows them.
+        let shown = if recreate.is_some() {
+            format!("{label} (replaced)")
+        } else {
+            label
+        };
         for (&leaf, &count) in &new_here {
-            placed.entry(leaf).or_default().push((label.clone(), count));
+            placed.entry(leaf).or_default().push((shown.clone(), count));
         }
-        let domains = per_leaf
-            .iter()
-            .map(|(&leaf, &count)| DomainCount {
-                values: flavor.tree.domains[leaf].values.clone(),
-                count,
-            })
-            .collect();
-        Ok((flavor.tree.levels.clone(), domains))
+        let counts = |m: &BTreeMap<DomainIdx, i64>| {
+            m.iter()
+                .map(|(&leaf, &count)| DomainCount {
+                    values: flavor.tree.domains[leaf].values.clone(),
+                    count,
+                })
+                .collect()
+        };
+        Ok(PlacedPodSet {
+            levels: flavor.tree.levels.clone(),
+            domains: counts(&per_leaf),
+            replaced: if recreate.is_some() {
+                counts(&new_here)
+            } else {
+                Vec::new()
+            },
+        })
     }
 
     /// One kube-scheduler cycle for one pod: its filters, the extender's filter,

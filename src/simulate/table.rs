@@ -49,6 +49,19 @@ pub fn render(report: &Report) -> String {
                     ps.levels.last().map(String::as_str).unwrap_or("?"),
                     ps.flavor.as_deref().unwrap_or("?")
                 );
+                if !ps.replaced.is_empty() {
+                    let replaced: i64 = ps.replaced.iter().map(|d| d.count).sum();
+                    let at: Vec<String> = ps
+                        .replaced
+                        .iter()
+                        .map(|d| format!("{} x{}", d.values.join("/"), d.count))
+                        .collect();
+                    let _ = writeln!(
+                        out,
+                        "           {replaced} replaced for pods lost on a failed node: {}",
+                        at.join(", ")
+                    );
+                }
             } else {
                 let _ = writeln!(
                     out,
