@@ -506,7 +506,16 @@ async fn a_pod_recreated_after_its_node_went_not_ready_joins_its_gang() {
     objects.push(lone_pod("fill-1", 3, "h1", "Running"));
     objects.push(lone_pod("fill-2", 3, "h2", "Running"));
     let live = Live::start(with_objects(objects)).await;
-    let extender = live.extender();
+    // Notices go out as Events, as `serve` publishes them.
+    let (notices, notice_rx) = kube_tas::cluster::live::events::channel();
+    let extender = live.extender().with_notices(notices);
+    let cancel = CancellationToken::new();
+    let publisher = tokio::spawn(kube_tas::cluster::live::events::publish(
+        live.fake.client(),
+        "test".to_string(),
+        notice_rx,
+        cancel.clone(),
+    ));
     // h4 goes NotReady, its pod fails; the Job controller recreates pod 1 (new uid, pending).
     live.fake.apply(node("h4", "r2", 8, false));
     let mut failed = job_pod("train", 1, 1, Some("h4"));
@@ -535,6 +544,34 @@ async fn a_pod_recreated_after_its_node_went_not_ready_joins_its_gang() {
         "pod 0 and its replacement"
     );
     assert_eq!(extender.stats().replacements_placed, 1);
+    // The replacement is an Event on the Job, naming the node that failed.
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(live.fake.client(), "default");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let replaced = loop {
+        let list = events.list(&Default::default()).await.unwrap();
+        if let Some(e) = list
+            .items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("TopologyReplacementPlanned"))
+        {
+            break e;
+        }
+        assert!(Instant::now() < deadline, "no TopologyReplacementPlanned Event");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let regarding = replaced.regarding.unwrap();
+    assert_eq!(
+        (regarding.kind.as_deref(), regarding.name.as_deref()),
+        (Some("Job"), Some("train"))
+    );
+    let note = replaced.note.unwrap_or_default();
+    assert!(
+        note.contains("node h4 failed for the group (the node is NotReady)"),
+        "{note}"
+    );
+    cancel.cancel();
+    publisher.await.unwrap();
     live.watches.stop().await;
 }
 
