@@ -557,7 +557,10 @@ async fn a_pod_recreated_after_its_node_went_not_ready_joins_its_gang() {
         {
             break e;
         }
-        assert!(Instant::now() < deadline, "no TopologyReplacementPlanned Event");
+        assert!(
+            Instant::now() < deadline,
+            "no TopologyReplacementPlanned Event"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     let regarding = replaced.regarding.unwrap();

@@ -134,6 +134,8 @@ pub struct ClusterState {
     members: HashMap<GroupKey, BTreeSet<String>>,
     /// Per running group, the pods that left it and are not replaced yet.
     departed: HashMap<GroupKey, Vec<Departed>>,
+    /// Per group, the uids of its pods being deleted.
+    terminating: HashMap<GroupKey, BTreeSet<String>>,
     jobs: BTreeMap<(String, String), Workload>,
     sets: BTreeMap<GroupKey, SetEntry>,
     /// Plain pod groups whose pods are known (their PodSets by shape).
@@ -369,22 +371,35 @@ impl ClusterState {
             let same = old.node == usage.node && old.requests == usage.requests;
             if same {
                 let confirmed = old.assumed && !usage.assumed;
+                let group = old.group.clone();
                 if let Some(p) = self.pods.get_mut(&uid) {
                     p.assumed &= !confirmed;
                     p.terminating |= usage.terminating;
+                }
+                if usage.terminating {
+                    self.terminating.entry(group).or_default().insert(uid);
                 }
                 return;
             }
             self.take_pod(&uid);
         } else if let Some(gone) = self.departed.get_mut(&usage.group) {
-            // A pod taking a departed pod's place.
+            // A pod taking a departed pod's place (the latest to leave it).
             let (pod_set, index) = usage.slot();
             if let Some(i) = gone
                 .iter()
-                .position(|d| &d.pod_set == pod_set && d.index == index)
+                .rposition(|d| &d.pod_set == pod_set && d.index == index)
             {
                 gone.remove(i);
             }
+            if gone.is_empty() {
+                self.departed.remove(&usage.group);
+            }
+        }
+        if usage.terminating {
+            self.terminating
+                .entry(usage.group.clone())
+                .or_default()
+                .insert(uid.clone());
         }
         add_pod_usage(&mut self.used[usage.node as usize], &usage.requests);
         self.members
@@ -401,7 +416,13 @@ impl ClusterState {
         let Some(p) = self.take_pod(uid) else {
             return false;
         };
-        if self.members.contains_key(&p.group) {
+        // An indexed pod whose successor already runs leaves no place to take.
+        let indexed = p.index != PodIndex::default();
+        let replaced = indexed
+            && self
+                .members(&p.group)
+                .any(|m| !m.terminating && m.pod_set == p.pod_set && m.index == p.index);
+        if self.members.contains_key(&p.group) && !replaced {
             let gone = self.departed.entry(p.group.clone()).or_default();
             if gone.len() >= MAX_DEPARTED_PER_GROUP {
                 gone.remove(0);
@@ -412,6 +433,17 @@ impl ClusterState {
                 node: p.node,
             });
         }
+        self.forget_departed_if_idle(&p.group);
+        true
+    }
+
+    /// A pod that finished `Succeeded`: its usage is given back and nothing is remembered
+    /// (no pod is recreated for it).
+    pub fn remove_succeeded_pod(&mut self, uid: &str) -> bool {
+        let Some(p) = self.take_pod(uid) else {
+            return false;
+        };
+        self.forget_departed_if_idle(&p.group);
         true
     }
 
@@ -459,13 +491,35 @@ impl ClusterState {
         if let Some(m) = self.members.get_mut(&p.group) {
             m.remove(uid);
             if m.is_empty() {
-                // The group runs no more: nothing is left to replace.
                 self.members.remove(&p.group);
-                self.departed.remove(&p.group);
             }
+        }
+        if p.terminating {
+            self.forget_terminating(&p.group, uid);
         }
         self.capacity_generation += 1;
         Some(p)
+    }
+
+    /// A group with no pod left runs no more: nothing is left to replace.
+    fn forget_departed_if_idle(&mut self, group: &GroupKey) {
+        if !self.members.contains_key(group) {
+            self.departed.remove(group);
+        }
+    }
+
+    fn forget_terminating(&mut self, group: &GroupKey, uid: &str) {
+        if let Some(t) = self.terminating.get_mut(group) {
+            t.remove(uid);
+            if t.is_empty() {
+                self.terminating.remove(group);
+            }
+        }
+    }
+
+    /// The group lost pods that are not replaced yet: some are being deleted, or departed.
+    pub fn has_lost(&self, group: &GroupKey) -> bool {
+        self.terminating.contains_key(group) || self.departed.contains_key(group)
     }
 
     /// A pod the watch shows holding nothing: not bound (yet), or finished. A bind of
@@ -480,8 +534,11 @@ impl ClusterState {
 
     /// Undoes an assumed bind whose Binding failed; a pod the watch has confirmed stays.
     pub fn forget_assumed(&mut self, uid: &str) -> bool {
-        if self.pods.get(uid).is_some_and(|p| p.assumed) {
-            return self.take_pod(uid).is_some();
+        if self.pods.get(uid).is_some_and(|p| p.assumed)
+            && let Some(p) = self.take_pod(uid)
+        {
+            self.forget_departed_if_idle(&p.group);
+            return true;
         }
         false
     }
@@ -545,6 +602,12 @@ impl ClusterState {
 
     /// A Job deleted or finished.
     pub fn delete_job(&mut self, namespace: &str, name: &str) -> bool {
+        // A Job created again under the same name is a new workload: nothing to replace.
+        self.departed.remove(&GroupKey {
+            kind: super::WorkloadKind::Job,
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        });
         self.jobs
             .remove(&(namespace.to_string(), name.to_string()))
             .is_some()

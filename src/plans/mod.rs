@@ -222,6 +222,8 @@ struct Unit<'a> {
     members: Vec<&'a RoutedPodSet>,
     /// Nodes of the workload's pods holding capacity, per PodSet.
     bound: &'a HashMap<&'a str, Vec<NodeId>>,
+    /// Pods lost on nodes that did not fail, per PodSet: they go back there, unplanned.
+    kept: &'a HashMap<&'a str, i32>,
     /// Nodes the unit is tied to (its PodSets' bound pods, the seats of their live plans):
     /// what is placed now stays in their domain.
     anchors: Vec<NodeId>,
@@ -298,6 +300,8 @@ struct Plan {
     pods_per_replica: usize,
     /// PodSets of the plan's workload kube-tas places.
     workload_pod_sets: usize,
+    /// The topology generation at which no seat not bound yet sat on a failed node.
+    seats_checked: Option<u64>,
 }
 
 impl Plan {
@@ -481,6 +485,27 @@ impl PlanBook {
                 );
             }
         }
+        // A pod recreated for one its group lost: back to its predecessor's node, unless that
+        // node has failed for the group (then `failed` says which nodes are replaced).
+        let mut failed = Vec::new();
+        if state.has_lost(&facts.group)
+            && !self.seated(&facts)
+            && let Ok(Route::Workload(routed)) =
+                route(pod, &facts.group, facts.tas_marked, state, &self.gates)
+        {
+            match self.successor(state, &facts, &routed, candidates) {
+                Successor::Pinned(verdict) => {
+                    let key = PlanKey {
+                        group: facts.group.clone(),
+                        pod_set: routed.pod_set.clone(),
+                    };
+                    self.see(&facts, key, now);
+                    return verdict;
+                }
+                Successor::Replace => failed = self.failed_nodes(state, &facts, &routed),
+                Successor::Unknown => {}
+            }
+        }
         let planned = self
             .planned_key(&facts)
             .filter(|key| !self.drop_if_seats_failed(state, key));
@@ -518,21 +543,6 @@ impl PlanBook {
                         group: facts.group.clone(),
                         pod_set: routed.pod_set.clone(),
                     };
-                    // A pod of a group that runs: back to its predecessor's node, unless that
-                    // node has failed for the group.
-                    let mut failed = Vec::new();
-                    if state.members(&facts.group).next().is_some() {
-                        match self.successor(state, &facts, &routed, candidates) {
-                            Successor::Pinned(verdict) => {
-                                self.see(&facts, key, now);
-                                return verdict;
-                            }
-                            Successor::Replace => {
-                                failed = self.failed_nodes(state, &facts, &routed);
-                            }
-                            Successor::Unknown => {}
-                        }
-                    }
                     let planned = self.plan_workload(
                         state,
                         &facts.group,
@@ -573,6 +583,17 @@ impl PlanBook {
             });
         seen.key = key;
         seen.seen = now;
+    }
+
+    /// The pod holds a seat in a live plan, or is bound.
+    fn seated(&self, facts: &PodFacts) -> bool {
+        self.pods.get(&facts.uid).is_some_and(|seen| {
+            seen.bound_to.is_some()
+                || self
+                    .plans
+                    .get(&seen.key)
+                    .is_some_and(|plan| plan.by_uid.contains_key(&facts.uid))
+        })
     }
 
     /// The key of the live plan of the pod's PodSet, if there is one.
@@ -858,11 +879,30 @@ impl PlanBook {
             .iter()
             .map(|p| p.spec.name.as_str())
             .collect();
-        // Pods of the workload already holding capacity (a restart, a replacement), per PodSet.
+        // Pods of the workload already holding capacity (a restart, a replacement), per PodSet;
+        // a pod being deleted on a failed node is not one of them (it is replaced).
+        let failed_ids: Vec<NodeId> = failed
+            .iter()
+            .filter_map(|f| state.node_id(&f.name))
+            .collect();
         let mut bound: HashMap<&str, Vec<NodeId>> = HashMap::new();
         for p in state.members(group) {
+            if p.terminating && failed_ids.contains(&p.node) {
+                continue;
+            }
             if let Some(name) = p.pod_set.resolve(&names) {
                 bound.entry(name).or_default().push(p.node);
+            }
+        }
+        // Pods lost on nodes that did not fail go back there: no seat is planned for them.
+        let mut kept: HashMap<&str, i32> = HashMap::new();
+        if !failed.is_empty() {
+            for d in state.departed(group) {
+                if !failed_ids.contains(&d.node)
+                    && let Some(name) = d.pod_set.resolve(&names)
+                {
+                    *kept.entry(name).or_default() += 1;
+                }
             }
         }
         // Part of the workload holds capacity already: what is planned now replaces lost pods
@@ -874,6 +914,7 @@ impl PlanBook {
                 group,
                 members: Vec::new(),
                 bound: &bound,
+                kept: &kept,
                 anchors: Vec::new(),
                 asking: &routed.pod_set,
                 workload_pod_sets: routed.pod_sets.len(),
@@ -1081,7 +1122,8 @@ impl PlanBook {
         // What is left to place of each PodSet: the pods not holding capacity yet; the PodSet of
         // the pod that asks gets at least its seat (a replacement).
         let remaining = |p: &RoutedPodSet| -> i32 {
-            let left = p.spec.count - bound_leaves(p).len() as i32;
+            let kept = unit.kept.get(p.spec.name.as_str()).copied().unwrap_or(0);
+            let left = p.spec.count - bound_leaves(p).len() as i32 - kept;
             if p.spec.name == asking {
                 left.max(1)
             } else {
@@ -1180,6 +1222,7 @@ impl PlanBook {
                 owner: owner.clone(),
                 pods_per_replica: usize::try_from(set.pods_per_replica).unwrap_or(1).max(1),
                 workload_pod_sets: unit.workload_pod_sets,
+                seats_checked: None,
             };
             for &(leaf, count) in &assignment.domains {
                 for _ in 0..count {

@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::core::v1::Toleration;
 
-use super::{FilterVerdict, PlanBook, PlanKey, PodFacts, Rejection, positions};
+use super::{FilterVerdict, Holder, PlanBook, PlanKey, PodFacts, Rejection, positions};
 use crate::cluster::WorkloadKind;
 use crate::cluster::admit::RoutedWorkload;
 use crate::cluster::state::{ClusterState, NodeId};
@@ -119,9 +119,20 @@ impl PlanBook {
     /// was. A single pod's plan stays with `SkipReassignmentForPodOwnedWorkloads`, as Kueue
     /// keeps such a workload's assignment.
     pub(super) fn drop_if_seats_failed(&mut self, state: &ClusterState, key: &PlanKey) -> bool {
+        let generation = state.topology_generation();
         let Some(plan) = self.plans.get(key) else {
             return false;
         };
+        // Checked since nodes last changed; a pod being bound keeps the plan as it is.
+        if plan.seats_checked == Some(generation)
+            || plan
+                .seats
+                .iter()
+                .any(|s| matches!(s.holder, Holder::Binding(_)))
+        {
+            return false;
+        }
+        let mut waiting = false;
         let idle = GroupOnNode {
             progressing: false,
             tolerations: &[],
@@ -139,10 +150,18 @@ impl PlanBook {
                     name: state.name_of(node).unwrap_or_default().to_string(),
                     cause,
                 }),
-                _ => None,
+                NodeVerdict::NotYet(_) => {
+                    waiting = true;
+                    None
+                }
+                NodeVerdict::Kept(_) => None,
             }
         });
         let Some(failed) = failed else {
+            // A node that may fail with time alone is checked again on the next call.
+            if !waiting && let Some(plan) = self.plans.get_mut(key) {
+                plan.seats_checked = Some(generation);
+            }
             return false;
         };
         if key.group.kind == WorkloadKind::Pod && self.gates.enabled(GATE_SKIP_POD_OWNED) {

@@ -52,6 +52,11 @@ pub trait WatchedKind:
     /// The object under `key` is gone.
     fn delete_key(state: &mut ClusterState, key: &str);
 
+    /// The object is gone (a watch's delete event, with its last state).
+    fn delete(state: &mut ClusterState, obj: &Self) {
+        Self::delete_key(state, &Self::key(obj));
+    }
+
     /// Keys of every object of this kind the state holds from the cluster: what a relist
     /// that no longer lists them removes.
     fn keys(state: &ClusterState) -> Vec<String>;
@@ -126,7 +131,13 @@ impl WatchedKind for Pod {
         match bound_pod_of(obj) {
             Ok(Some(bound)) => state.apply_bound_pod(&bound),
             Ok(None) => {
-                state.apply_unbound_pod(&pod_key(obj), is_terminal(obj));
+                let key = pod_key(obj);
+                let phase = obj.status.as_ref().and_then(|s| s.phase.as_deref());
+                if phase == Some("Succeeded") {
+                    state.remove_succeeded_pod(&key);
+                } else {
+                    state.apply_unbound_pod(&key, is_terminal(obj));
+                }
             }
             Err(e) => tracing::warn!(
                 pod = %namespaced_key(obj),
@@ -138,6 +149,17 @@ impl WatchedKind for Pod {
 
     fn delete_key(state: &mut ClusterState, key: &str) {
         state.remove_pod(key);
+    }
+
+    /// A pod that succeeded leaves the watch (its field selector) as a deletion: nothing is
+    /// recreated for it, so its place is not remembered.
+    fn delete(state: &mut ClusterState, obj: &Self) {
+        let phase = obj.status.as_ref().and_then(|s| s.phase.as_deref());
+        if phase == Some("Succeeded") {
+            state.remove_succeeded_pod(&pod_key(obj));
+        } else {
+            state.remove_pod(&pod_key(obj));
+        }
     }
 
     fn keys(state: &ClusterState) -> Vec<String> {

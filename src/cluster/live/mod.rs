@@ -273,7 +273,7 @@ async fn run<K: WatchedKind>(
                 status.events.fetch_add(1, Ordering::Relaxed);
             }
             Ok(watcher::Event::Delete(obj)) => {
-                K::delete_key(&mut state.write(), &K::key(&obj));
+                K::delete(&mut state.write(), &obj);
                 status.events.fetch_add(1, Ordering::Relaxed);
             }
             Err(e) => {

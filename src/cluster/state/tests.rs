@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use super::*;
 use crate::cluster::WorkloadKind;
+use crate::cluster::group::PodIndex;
 use crate::topology::fixtures::{BLOCK, HOST, NodeBuilder, RACK};
 
 fn node(name: &str, rack: &str, cpu: i64) -> NodeInfo {
@@ -193,4 +194,70 @@ fn room_counts_usage_holds_and_the_pod_slot() {
     s.apply_bound_pod(&pod("a", "n1", 1, None));
     s.apply_bound_pod(&pod("b", "n1", 1, None));
     assert!(!s.room_for(id, None, &four), "no pod slot left");
+}
+
+/// Pod `uid` of Job `train` with completion index `index` on `node`.
+fn indexed(uid: &str, index: usize, node: &str) -> BoundPod {
+    BoundPod {
+        index: PodIndex {
+            job: None,
+            completion: Some(index),
+        },
+        ..pod(uid, node, 1, Some("train"))
+    }
+}
+
+fn train() -> GroupKey {
+    GroupKey {
+        kind: WorkloadKind::Job,
+        namespace: "default".into(),
+        name: "train".into(),
+    }
+}
+
+#[test]
+fn a_pod_that_leaves_a_running_group_is_remembered_until_its_place_is_taken() {
+    let mut s = ClusterState::new();
+    for n in ["n1", "n2"] {
+        s.apply_node(node(n, "r1", 8));
+    }
+    s.apply_bound_pod(&indexed("a0", 0, "n1"));
+    s.apply_bound_pod(&indexed("a1", 1, "n2"));
+    assert!(!s.has_lost(&train()));
+    // Pod 1 fails (a deletion in the watch): remembered on n2.
+    assert!(s.remove_pod("a1"));
+    assert!(s.has_lost(&train()));
+    let gone = s.departed(&train());
+    assert_eq!(gone.len(), 1);
+    assert_eq!(s.name_of(gone[0].node), Some("n2"));
+    // Its successor (same index, new uid) takes the place.
+    s.apply_bound_pod(&indexed("a1-again", 1, "n1"));
+    assert!(s.departed(&train()).is_empty());
+    assert!(!s.has_lost(&train()));
+}
+
+#[test]
+fn a_pod_succeeded_or_already_replaced_leaves_nothing_to_replace() {
+    let mut s = ClusterState::new();
+    for n in ["n1", "n2"] {
+        s.apply_node(node(n, "r1", 8));
+    }
+    s.apply_bound_pod(&indexed("a0", 0, "n1"));
+    s.apply_bound_pod(&indexed("a1", 1, "n2"));
+    assert!(s.remove_succeeded_pod("a1"));
+    assert!(s.departed(&train()).is_empty());
+    // Pod 0 is being deleted while its successor already runs: when it goes, nothing is left.
+    let terminating = BoundPod {
+        terminating: true,
+        ..indexed("a0", 0, "n1")
+    };
+    s.apply_bound_pod(&terminating);
+    assert!(s.has_lost(&train()), "a pod being deleted counts as lost");
+    s.apply_bound_pod(&indexed("a0-again", 0, "n2"));
+    assert!(s.remove_pod("a0"));
+    assert!(s.departed(&train()).is_empty());
+    assert!(!s.has_lost(&train()));
+    // The last pod gone: the group runs no more.
+    assert!(s.remove_pod("a0-again"));
+    assert!(s.departed(&train()).is_empty());
 }

@@ -445,3 +445,31 @@ fn a_single_pods_seat_on_a_failed_node_is_kept_only_with_skip_reassignment() {
         }
     }
 }
+
+#[test]
+fn a_pod_lost_on_a_healthy_node_goes_back_there_even_after_a_replacement_plan_was_made() {
+    let mut b = running_train("");
+    not_ready_since(&mut b, "b1-r2-h1", 60);
+    lose(&mut b, "train", 0);
+    lose(&mut b, "train", 1);
+    // Pod 3 is deleted on b1-r2-h2, which stays healthy.
+    lose(&mut b, "train", 3);
+    let (first, _) = filter_recreated(&mut b, 0);
+    assert_eq!(first, ["b1-r2-h2"]);
+    assert_eq!(b.stats().plans_made, 1);
+    let names = all_nodes(&b);
+    let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
+    match b.filter(&recreated("train", 3), &candidates, Instant::now()) {
+        FilterVerdict::Only { pass, rejected } => {
+            let pass: Vec<&str> = pass.iter().map(|&i| names[i].as_str()).collect();
+            assert_eq!(pass, ["b1-r2-h2"], "{rejected:?}");
+            assert!(
+                rejected
+                    .reason
+                    .contains("where the pod this one replaces ran"),
+                "pinned, not seated in the replacement plan: {rejected:?}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
