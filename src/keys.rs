@@ -70,3 +70,12 @@ pub const STAMP_POD_SET: &str = "kube-tas.io/pod-set";
 /// Pod annotation with which Kueue (or the user) fixes a plain pod group pod's role: the
 /// PodSet it belongs to.
 pub const ROLE_HASH: &str = "kueue.x-k8s.io/role-hash";
+
+/// Kueue's scheduling gate on the pods of a workload its TAS places.
+pub const KUEUE_TOPOLOGY_GATE: &str = "kueue.x-k8s.io/topology";
+/// Kueue's scheduling gate on pods of a workload it has not admitted yet.
+pub const KUEUE_ADMISSION_GATE: &str = "kueue.x-k8s.io/admission";
+/// The label Kueue puts on the pods of an admitted workload: their PodSet.
+pub const KUEUE_PODSET_LABEL: &str = "kueue.x-k8s.io/podset";
+/// The annotation Kueue puts on the pods of an admitted workload: its Workload's name.
+pub const KUEUE_WORKLOAD_ANNOTATION: &str = "kueue.x-k8s.io/workload";

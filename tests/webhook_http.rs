@@ -934,6 +934,39 @@ async fn a_plain_pod_group_member_is_patched() {
 // Refusals and pass-through
 // ---------------------------------------------------------------------------------------------
 
+/// Beside an existing Kueue: a pod Kueue manages (its scheduling gate, its PodSet label or its
+/// Workload annotation) is left to Kueue, unpatched, though it names a queue and a topology.
+#[tokio::test]
+async fn a_pod_kueue_manages_is_left_to_kueue() {
+    let router = router();
+    let review = fixture("pod-bare-queued.json");
+    // Without Kueue's marks the same pod is patched: the test can tell.
+    assert!(mutate_allowed(&router, &review).await.patch().is_some());
+    type Mark = (&'static str, fn(&mut Value));
+    let marks: [Mark; 3] = [
+        ("gate", |pod| {
+            pod["spec"]["schedulingGates"] = json!([{"name": "kueue.x-k8s.io/topology"}]);
+        }),
+        ("podset label", |pod| {
+            pod["metadata"]["labels"]["kueue.x-k8s.io/podset"] = json!("main");
+        }),
+        ("workload annotation", |pod| {
+            let meta = pod["metadata"].as_object_mut().unwrap();
+            let annotations = meta.entry("annotations").or_insert_with(|| json!({}));
+            annotations["kueue.x-k8s.io/workload"] = json!("pod-solo-3c2f1");
+        }),
+    ];
+    for (i, (mark, edit)) in marks.into_iter().enumerate() {
+        let marked = derived(&review, &format!("kueue-{i}"), edit);
+        let answer = mutate(&router, &marked).await;
+        assert!(
+            answer.allowed() && answer.patch().is_none(),
+            "{mark}: {}",
+            answer.response()
+        );
+    }
+}
+
 #[tokio::test]
 async fn an_invalid_annotation_is_denied_quoting_the_key_and_the_rule() {
     let router = router();

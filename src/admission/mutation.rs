@@ -35,7 +35,7 @@ use crate::cluster::group::{GroupKey, PodSetHint};
 use crate::cluster::sets::{JobSet, LeaderWorkerSet, workload_of_jobset, workload_of_lws_group};
 use crate::cluster::state::{ClusterState, SharedState};
 use crate::cluster::{
-    Cluster, Workload, WorkloadKind, controller_job_of, name_or_generate_name,
+    Cluster, Workload, WorkloadKind, controller_job_of, managed_by_kueue, name_or_generate_name,
     namespace_or_default, owned_by_jobset, pod_marks_tas, workload_of_job, workload_of_pod,
     workload_of_stamped_job_pod,
 };
@@ -304,6 +304,10 @@ impl Webhook {
     /// A Pod on CREATE.
     pub fn pod(&self, pod: &Pod) -> Decision {
         let meta = &pod.metadata;
+        if managed_by_kueue(meta, pod.spec.as_ref()) {
+            // Kueue's own TAS places it: kube-tas does not fight it.
+            return Decision::allow();
+        }
         let annotations = meta.annotations.as_ref();
         let marked = pod_marks_tas(meta);
         let namespace = namespace_or_default(meta);

@@ -1,6 +1,7 @@
 //! The parts of a pod spec that placement and admission read, as a serde view: every
 //! container's resources (and an init container's `restartPolicy`, for sidecars), overhead,
-//! pod-level resources, nodeSelector, tolerations and node affinity. Everything else (env,
+//! pod-level resources, nodeSelector, tolerations, node affinity and scheduling gates (Kueue's
+//! gate says Kueue manages the pod). Everything else (env,
 //! volumes, probes, ...) is skipped by serde without being built, which is most of the cost of
 //! reading a pod on the extender's and the webhook's hot paths.
 //!
@@ -11,7 +12,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, NodeAffinity, PodSpec, ResourceRequirements, Toleration,
+    Affinity, Container, NodeAffinity, PodSchedulingGate, PodSpec, ResourceRequirements, Toleration,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::Deserialize;
@@ -34,6 +35,8 @@ pub struct PodSpecView {
     tolerations: Option<Vec<Toleration>>,
     #[serde(default)]
     affinity: Option<AffinityView>,
+    #[serde(default)]
+    scheduling_gates: Option<Vec<PodSchedulingGate>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -80,6 +83,7 @@ impl From<PodSpecView> for PodSpec {
                 node_affinity: a.node_affinity,
                 ..Default::default()
             }),
+            scheduling_gates: s.scheduling_gates,
             ..Default::default()
         }
     }

@@ -522,6 +522,29 @@ pub fn pod_marks_tas(meta: &ObjectMeta) -> bool {
         })
 }
 
+/// Whether Kueue itself manages a pod (a cluster that runs Kueue beside kube-tas): it carries
+/// Kueue's scheduling gate (`kueue.x-k8s.io/topology` or `kueue.x-k8s.io/admission`), the
+/// `kueue.x-k8s.io/podset` label or the `kueue.x-k8s.io/workload` annotation. Such a pod is left
+/// to Kueue: no patch, no plan; its usage still counts once it is bound.
+pub fn managed_by_kueue(meta: &ObjectMeta, spec: Option<&PodSpec>) -> bool {
+    let gated = spec
+        .and_then(|s| s.scheduling_gates.as_ref())
+        .is_some_and(|gates| {
+            gates.iter().any(|g| {
+                g.name == keys::KUEUE_TOPOLOGY_GATE || g.name == keys::KUEUE_ADMISSION_GATE
+            })
+        });
+    gated
+        || meta
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(keys::KUEUE_PODSET_LABEL))
+        || meta
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(keys::KUEUE_WORKLOAD_ANNOTATION))
+}
+
 /// A Job as admission sees it (the webhook's `request.object`): one workload with the
 /// PodSet `main`, sized as Kueue sizes it. The namespace is `default` when the object has none.
 pub fn workload_of_job(job: &Job) -> Result<Workload, FieldError> {

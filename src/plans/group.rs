@@ -5,7 +5,8 @@ use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodSpec};
 
 use crate::cluster::group::{GroupKey, PodIndex, PodSetHint};
 use crate::cluster::{
-    controller_job_ref, name_or_generate_name, namespace_or_default, pod_marks_tas, pod_requests,
+    controller_job_ref, managed_by_kueue, name_or_generate_name, namespace_or_default,
+    pod_marks_tas, pod_requests,
 };
 use crate::keys;
 use crate::topology::ResourceList;
@@ -31,6 +32,8 @@ pub struct PodFacts {
     pub requests: ResourceList,
     /// It names a queue or carries a `kueue.x-k8s.io/podset-*` annotation: a TAS candidate.
     pub tas_marked: bool,
+    /// Kueue itself manages it ([`managed_by_kueue`]): left to Kueue.
+    pub kueue_managed: bool,
     /// What Events about its group are recorded on: its controller Job, else the pod itself.
     pub owner: ObjectReference,
 }
@@ -78,6 +81,7 @@ impl PodFacts {
             })?),
         };
         let tas_marked = pod_marks_tas(meta);
+        let kueue_managed = managed_by_kueue(meta, pod.spec.as_ref());
         let owner = match controller_job_ref(meta) {
             Some(r) => ObjectReference {
                 api_version: Some(r.api_version.clone()),
@@ -106,6 +110,7 @@ impl PodFacts {
             job_index,
             requests,
             tas_marked,
+            kueue_managed,
             owner,
         })
     }

@@ -346,6 +346,8 @@ struct SeenPod {
     key: PlanKey,
     pod_set: PodSetHint,
     index: PodIndex,
+    /// Kueue's own TAS placed it: bound where the scheduler chose, kube-tas's holds aside.
+    kueue_managed: bool,
     owner: ObjectReference,
     requests: ResourceList,
     bound_to: Option<String>,
@@ -475,6 +477,14 @@ impl PlanBook {
             Ok(f) => f,
             Err(e) => return FilterVerdict::Invalid(e),
         };
+        if facts.kueue_managed {
+            // Kueue's own TAS pinned it: passed through, never planned; bound where the
+            // scheduler chose once the node has room.
+            self.see(&facts, main_key(&facts.group), now);
+            return FilterVerdict::Except {
+                rejected: Vec::new(),
+            };
+        }
         if let Some(seen) = self.pods.get_mut(&facts.uid) {
             seen.seen = now;
             if let Some(node) = seen.bound_to.clone() {
@@ -575,6 +585,7 @@ impl PlanBook {
                 key: key.clone(),
                 pod_set: facts.pod_set.clone(),
                 index: facts.index(),
+                kueue_managed: facts.kueue_managed,
                 owner: facts.owner.clone(),
                 requests: facts.requests.clone(),
                 bound_to: None,
@@ -722,6 +733,7 @@ impl PlanBook {
         }
         let key = seen.key.clone();
         let requests = seen.requests.clone();
+        let kueue_managed = seen.kueue_managed;
         match self.plans.get_mut(&key) {
             Some(plan) if plan.by_uid.contains_key(&uid) => {
                 let s = plan.by_uid[&uid];
@@ -737,7 +749,12 @@ impl PlanBook {
                 plan.touched = now;
             }
             _ => {
-                if !state.room_for(node_id, self.held.at(node_id), &requests) {
+                let held = if kueue_managed {
+                    None
+                } else {
+                    self.held.at(node_id)
+                };
+                if !state.room_for(node_id, held, &requests) {
                     return Err(BindError(format!(
                         "node {node} has no room for pod {namespace}/{name} once the pods on \
                          it and the capacity kube-tas holds for pod groups are counted"

@@ -473,3 +473,66 @@ fn a_pod_lost_on_a_healthy_node_goes_back_there_even_after_a_replacement_plan_wa
         other => panic!("{other:?}"),
     }
 }
+
+/// Pod `index` of `job` as Kueue's own TAS leaves it once it admitted the workload: its
+/// PodSet label, its Workload annotation and the node it chose in the nodeSelector.
+fn kueue_placed_pod(job: &str, index: usize, node: &str) -> Pod {
+    let mut pod = job_pod(job, index, 1);
+    let meta = &mut pod.metadata;
+    meta.labels
+        .get_or_insert_default()
+        .insert("kueue.x-k8s.io/podset".into(), "main".into());
+    meta.annotations
+        .get_or_insert_default()
+        .insert("kueue.x-k8s.io/workload".into(), format!("job-{job}-1a2b3"));
+    pod.spec
+        .as_mut()
+        .unwrap()
+        .node_selector
+        .get_or_insert_default()
+        .insert("kubernetes.io/hostname".into(), node.into());
+    pod
+}
+
+#[test]
+fn a_pod_kueue_manages_is_passed_through_never_planned_and_binds_on_held_capacity() {
+    // Job `gang` (8 pods, one rack) holds all of rack r1 in kube-tas's plan; Job `theirs`,
+    // which Kueue admitted and placed on b1-r1-h1, is not kube-tas's to plan.
+    let mut b = book(
+        1,
+        &format!(
+            "{}{}",
+            job_yaml("gang", 8, 1, RACK),
+            job_yaml("theirs", 1, 1, RACK)
+        ),
+    );
+    let t0 = Instant::now();
+    seat_of(&mut b, &job_pod("gang", 0, 1), t0);
+    assert_eq!(b.stats().plans_made, 1);
+    let theirs = kueue_placed_pod("theirs", 0, "b1-r1-h1");
+    let names = all_nodes(&b);
+    let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
+    match b.filter(&theirs, &candidates, t0) {
+        FilterVerdict::Except { rejected } => assert!(rejected.is_empty(), "{rejected:?}"),
+        other => panic!("passed through, got {other:?}"),
+    }
+    assert_eq!(b.stats().plans_made, 1, "no plan for Kueue's pod");
+    b.bind(
+        "default",
+        &pod_name("theirs", 0),
+        &uid("theirs", 0),
+        "b1-r1-h1",
+        t0,
+    )
+    .unwrap();
+    assert_eq!(cpu_used(&b, "b1-r1-h1"), 1000, "its usage counts");
+    // The same pod without Kueue's marks would have to wait: the rack is held.
+    let ours = job_pod("theirs", 0, 1);
+    let mut ours = ours;
+    ours.metadata.uid = Some("uid-ours".into());
+    ours.metadata.name = Some("ours".into());
+    match b.filter(&ours, &candidates, t0) {
+        FilterVerdict::Only { pass, .. } => assert!(pass.is_empty()),
+        other => panic!("{other:?}"),
+    }
+}
