@@ -1413,6 +1413,18 @@ async fn malformed_reviews_are_answered_400_in_review_form() {
             "cannot read the AdmissionReview",
         ),
         (
+            "an empty object",
+            "{}".into(),
+            "",
+            "apiVersion: Required value; kind: Required value",
+        ),
+        (
+            "no kind",
+            r#"{"apiVersion":"admission.k8s.io/v1"}"#.into(),
+            "",
+            "kind: Required value",
+        ),
+        (
             "a JSON string",
             "\"AdmissionReview\"".into(),
             "",

@@ -69,6 +69,34 @@ pub fn review(webhook: &Webhook, body: &[u8]) -> AdmissionReviewOut {
         kind: parsed.kind.clone(),
         response,
     };
+    // A body without its envelope (`{}`): answered in kube-tas's own, naming what is missing.
+    let missing: Vec<&str> = [
+        ("apiVersion", parsed.api_version.is_empty()),
+        ("kind", parsed.kind.is_empty()),
+    ]
+    .into_iter()
+    .filter_map(|(field, empty)| empty.then_some(field))
+    .collect();
+    if !missing.is_empty() {
+        let message = missing
+            .iter()
+            .map(|f| format!("{f}: Required value"))
+            .collect::<Vec<_>>()
+            .join("; ");
+        return AdmissionReviewOut {
+            api_version: API_VERSION.to_string(),
+            kind: KIND.to_string(),
+            response: AdmissionResponse {
+                uid: parsed.request.map(|r| r.uid).unwrap_or_default(),
+                allowed: false,
+                status: Some(Status::failure(
+                    400,
+                    format!("not an {API_VERSION} {KIND}: {message}"),
+                )),
+                ..Default::default()
+            },
+        };
+    }
     if parsed.api_version != API_VERSION || parsed.kind != KIND {
         return envelope(AdmissionResponse {
             uid: parsed.request.map(|r| r.uid).unwrap_or_default(),
