@@ -1140,12 +1140,9 @@ async fn a_jobset_whose_second_pod_set_does_not_fit_gives_back_what_the_first_he
     }
 }
 
-#[tokio::test]
-async fn a_pod_recreated_after_its_node_died_gets_a_seat_in_its_jobs_rack() {
-    // Job `train` (2 pods × 1 cpu, one rack) runs in r2: pod 0 on b1-r2-h1, pod 1 on b1-r2-h2.
-    // b1-r2-h2 goes NotReady and pod 1 fails there; the Job controller recreates it (same
-    // completion index, new uid). A filler leaves b1-r1-h1 with 1 cpu, the tightest host for a
-    // lone 1-cpu pod; the recreated pod must still join its Job's rack, and pod 0 stays put.
+/// Job `train` (2 pods × 1 cpu, one rack) ran in r2: pod 0 still runs on b1-r2-h1, b1-r2-h2
+/// went NotReady and pod 1 failed there. A 3-cpu filler runs on `filler_host`.
+fn node_died_under_train(filler_host: &str) -> Vec<Value> {
     let mut docs = base_docs(3);
     for d in docs.iter_mut() {
         if d["metadata"]["name"] == "b1-r2-h2" {
@@ -1162,7 +1159,17 @@ async fn a_pod_recreated_after_its_node_died_gets_a_seat_in_its_jobs_rack() {
     let mut failed = bound_pod_doc("train", 1, 1, "b1-r2-h2");
     failed["status"]["phase"] = json!("Failed");
     docs.push(failed);
-    docs.push(filler_doc("fill", 3, "b1-r1-h1"));
+    docs.push(filler_doc("fill", 3, filler_host));
+    docs
+}
+
+#[tokio::test]
+async fn a_pod_recreated_after_its_node_died_gets_a_seat_in_its_jobs_rack() {
+    // Job `train` (2 pods × 1 cpu, one rack) runs in r2: pod 0 on b1-r2-h1, pod 1 on b1-r2-h2.
+    // b1-r2-h2 goes NotReady and pod 1 fails there; the Job controller recreates it (same
+    // completion index, new uid). A filler leaves b1-r1-h1 with 1 cpu, the tightest host for a
+    // lone 1-cpu pod; the recreated pod must still join its Job's rack, and pod 0 stays put.
+    let docs = node_died_under_train("b1-r1-h1");
     let (tx, mut rx) = tokio::sync::mpsc::channel(64);
     let extender = extender(&docs).with_notices(tx);
     let router = main_router(extender.clone());
@@ -1208,22 +1215,7 @@ async fn a_replacement_without_room_in_its_rack_is_reported_and_moves_nothing() 
     // As above, but the rest of r2 is full: the recreated pod has no room in its Job's rack.
     // It passes nowhere (other racks have room, but the Job needs one rack), the reason says
     // so, and nothing of the Job moves.
-    let mut docs = base_docs(3);
-    for d in docs.iter_mut() {
-        if d["metadata"]["name"] == "b1-r2-h2" {
-            for c in d["status"]["conditions"].as_array_mut().unwrap() {
-                if c["type"] == "Ready" {
-                    c["status"] = json!("False");
-                }
-            }
-        }
-    }
-    docs.push(job_doc("train", 2, 1, RACK));
-    docs.push(bound_pod_doc("train", 0, 1, "b1-r2-h1"));
-    let mut lost = bound_pod_doc("train", 1, 1, "b1-r2-h2");
-    lost["status"]["phase"] = json!("Failed");
-    docs.push(lost);
-    docs.push(filler_doc("fill", 3, "b1-r2-h1"));
+    let docs = node_died_under_train("b1-r2-h1");
     let (tx, mut rx) = tokio::sync::mpsc::channel(64);
     let extender = extender(&docs).with_notices(tx);
     let router = main_router(extender.clone());

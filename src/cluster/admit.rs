@@ -402,6 +402,13 @@ pub struct RoutedWorkload {
     pub pod_sets: Vec<RoutedPodSet>,
 }
 
+impl RoutedWorkload {
+    /// The names of its PodSets, in its order (what a pod's [`PodSetHint`] resolves against).
+    pub fn pod_set_names(&self) -> Vec<&str> {
+        self.pod_sets.iter().map(|p| p.spec.name.as_str()).collect()
+    }
+}
+
 /// One PodSet of a routed workload.
 #[derive(Debug, Clone)]
 pub struct RoutedPodSet {

@@ -891,11 +891,7 @@ impl PlanBook {
         {
             return Err(f.rejection.clone());
         }
-        let names: Vec<&str> = routed
-            .pod_sets
-            .iter()
-            .map(|p| p.spec.name.as_str())
-            .collect();
+        let names = routed.pod_set_names();
         // Pods of the workload already holding capacity (a restart, a replacement), per PodSet;
         // a pod being deleted on a failed node is not one of them (it is replaced).
         let failed_ids: Vec<NodeId> = failed

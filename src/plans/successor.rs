@@ -229,11 +229,7 @@ impl PlanBook {
         node: NodeId,
     ) -> NodeVerdict {
         let seen = node_seen(state, node);
-        let names: Vec<&str> = routed
-            .pod_sets
-            .iter()
-            .map(|p| p.spec.name.as_str())
-            .collect();
+        let names = routed.pod_set_names();
         let there: Vec<_> = state
             .members(&facts.group)
             .filter(|p| p.node == node)
