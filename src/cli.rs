@@ -28,6 +28,19 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+    /// How log lines are written on stderr: `text` for people (colour only on a terminal),
+    /// `json` (one object per line) for log collectors.
+    #[arg(long, global = true, value_enum, env = "KUBE_TAS_LOG_FORMAT", default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// The `--log-format` choices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line (`timestamp`, `level`, `fields.message`, the span fields).
+    Json,
 }
 
 /// The subcommands.
@@ -52,6 +65,24 @@ impl Cli {
             Command::Serve(_) => "info",
             Command::Simulate(_) | Command::Certs(_) => "warn",
         }
+    }
+}
+
+/// Sets up logging on stderr: `RUST_LOG` when set, else [`Cli::default_log_level`]; the
+/// `--log-format`; ANSI colour only when stderr is a terminal and `NO_COLOR` is unset.
+pub fn init_logging(cli: &Cli) {
+    use std::io::IsTerminal as _;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(cli.default_log_level()));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        LogFormat::Text => {
+            let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            builder.with_ansi(colour).init();
+        }
+        LogFormat::Json => builder.json().with_ansi(false).init(),
     }
 }
 
@@ -152,8 +183,12 @@ pub struct ServeArgs {
     #[arg(long, env = "KUBE_TAS_MAX_BODY_BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES as u64,
           value_parser = clap::value_parser!(u64).range(1024..=(1 << 32)))]
     pub max_body_bytes: u64,
-    /// After SIGTERM, how long in-flight requests may take (keep it below the pod's
-    /// terminationGracePeriodSeconds).
+    /// After SIGTERM, how long both ports keep serving while /readyz already answers 503, so
+    /// endpoints are updated before connections are refused.
+    #[arg(long, env = "KUBE_TAS_SHUTDOWN_DELAY_SECONDS", default_value_t = 5)]
+    pub shutdown_delay_seconds: u64,
+    /// After the delay, how long in-flight requests may take (delay plus grace below the
+    /// pod's terminationGracePeriodSeconds).
     #[arg(long, env = "KUBE_TAS_SHUTDOWN_GRACE_SECONDS", default_value_t = 20)]
     pub shutdown_grace_seconds: u64,
 }
@@ -309,6 +344,7 @@ fn run_serve(args: ServeArgs) -> ExitCode {
         feature_gates,
         plan_ttl: Duration::from_secs(args.plan_ttl_seconds),
         max_body_bytes: usize::try_from(args.max_body_bytes).unwrap_or(usize::MAX),
+        shutdown_delay: Duration::from_secs(args.shutdown_delay_seconds),
         shutdown_grace: Duration::from_secs(args.shutdown_grace_seconds),
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -355,6 +391,9 @@ fn run_simulate(args: SimulateArgs) -> ExitCode {
     }
     let loaded = started.elapsed();
     let report = simulate::run(&cluster, &gates);
+    for line in &report.left_out {
+        eprintln!("warning: {line}");
+    }
     tracing::info!(
         nodes = cluster.nodes.len(),
         workloads = cluster.workloads.len(),

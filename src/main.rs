@@ -14,12 +14,6 @@ fn main() -> ExitCode {
     // error only means one is installed already.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = kube_tas::cli::Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(cli.default_log_level())),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    kube_tas::cli::init_logging(&cli);
     kube_tas::cli::run(cli)
 }

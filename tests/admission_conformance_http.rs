@@ -683,7 +683,7 @@ fn run_case(case: &Case, index: usize, server_rt: &Runtime, client_rt: &Runtime)
     client.close();
     out.reviews = client.sent;
     out.connections = client.connections();
-    if let Err(e) = server_rt.block_on(server.shutdown(Duration::from_secs(1))) {
+    if let Err(e) = server_rt.block_on(server.shutdown(Duration::ZERO, Duration::from_secs(1))) {
         out.mismatches
             .push(format!("the server does not shut down cleanly: {e:#}"));
     }

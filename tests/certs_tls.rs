@@ -165,7 +165,10 @@ async fn certs_are_served_verified_and_rotated_without_restart() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    server.shutdown(Duration::from_secs(1)).await.unwrap();
+    server
+        .shutdown(Duration::ZERO, Duration::from_secs(1))
+        .await
+        .unwrap();
 }
 
 fn repo_file(name: &str) -> PathBuf {

@@ -215,7 +215,7 @@ fn run_case(case: &Case, server_rt: &Runtime, client_rt: &Runtime) -> Outcome {
     let mut client = HttpExtender::new(client_rt, server.main_addr());
     let actual = simulate::run_with(&cluster, &gates, &mut client).to_json();
     client.close();
-    if let Err(e) = server_rt.block_on(server.shutdown(Duration::from_secs(1))) {
+    if let Err(e) = server_rt.block_on(server.shutdown(Duration::ZERO, Duration::from_secs(1))) {
         out.mismatches
             .push(format!("the server does not shut down cleanly: {e:#}"));
     }

@@ -109,6 +109,7 @@ async fn serve_in_live_mode_gets_ready_leads_and_binds() {
         leader_election_namespace: Some("kube-tas-system".into()),
         pod_name: Some("kube-tas-0".into()),
         lease_duration: Duration::from_secs(3),
+        shutdown_delay: Duration::ZERO,
         shutdown_grace: Duration::from_secs(1),
         ..ServeConfig::default()
     };

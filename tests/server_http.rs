@@ -326,6 +326,65 @@ async fn serve_refuses_a_config_it_cannot_run() {
     assert!(kube_tas::server::run(config).await.is_err());
 }
 
+/// Runs `kube-tas --log-format FORMAT serve --cluster examples` until it logs that it is
+/// ready, stops it with SIGTERM, and returns everything it wrote on stderr.
+fn serve_logs(format: &str) -> String {
+    use std::io::{BufRead, BufReader};
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kube-tas"))
+        .args(["--log-format", format, "serve", "--cluster"])
+        .arg(common::examples_dir())
+        .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
+        .args(["--shutdown-delay-seconds", "0"])
+        .env_remove("RUST_LOG")
+        .env_remove("NO_COLOR")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut reader = BufReader::new(child.stderr.take().unwrap());
+    let mut logs = String::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !logs.contains("ready") {
+        assert!(Instant::now() < deadline, "never ready:\n{logs}");
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap() == 0 {
+            panic!("serve exited before it was ready:\n{logs}");
+        }
+        logs.push_str(&line);
+    }
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut reader, &mut rest).unwrap();
+    logs.push_str(&rest);
+    assert!(child.wait().unwrap().success(), "{logs}");
+    logs
+}
+
+/// `--log-format json` writes one JSON object per line; the text format has no colour codes
+/// when stderr is not a terminal.
+#[test]
+fn logs_are_json_lines_or_plain_text() {
+    let json = serve_logs("json");
+    let lines: Vec<&str> = json.lines().collect();
+    assert!(lines.len() >= 3, "{json}");
+    for line in &lines {
+        let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert!(
+            v["level"].is_string() && v["fields"]["message"].is_string(),
+            "{line}"
+        );
+    }
+    assert!(json.contains("SIGTERM received"), "{json}");
+
+    let text = serve_logs("text");
+    assert!(text.contains("INFO") && text.contains("ready"), "{text}");
+    assert!(!text.contains('\u{1b}'), "colour codes in a pipe: {text:?}");
+    assert!(serde_json::from_str::<Value>(text.lines().next().unwrap()).is_err());
+}
+
 #[test]
 fn the_binary_names_a_missing_cluster_and_exits_2() {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_kube-tas"))
@@ -401,12 +460,64 @@ async fn plain_server_serves_probes_and_routes_then_drains() {
     let readiness = server.readiness().clone();
     let main_addr = server.main_addr();
     let started = Instant::now();
-    server.shutdown(Duration::from_secs(2)).await.unwrap();
+    server
+        .shutdown(Duration::ZERO, Duration::from_secs(2))
+        .await
+        .unwrap();
     assert!(started.elapsed() < Duration::from_secs(2));
     assert!(!readiness.is_ready());
     assert!(
         TcpStream::connect(main_addr).await.is_err(),
         "main port still open"
+    );
+}
+
+/// SIGTERM's first part: `/readyz` is 503 at once, yet both ports go on answering, on open
+/// and on new connections, for the whole delay; only then does the main port close.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn during_the_shutdown_delay_readiness_is_off_and_requests_are_still_answered() {
+    let server = start(&loopback_config(), example_extender()).await.unwrap();
+    server.readiness().mark_ready();
+    let (main_addr, admin) = (server.main_addr(), server.admin_addr());
+    let get = |path: &'static str| async move {
+        http1(TcpStream::connect(admin).await.unwrap(), "GET", path, "").await
+    };
+    let delay = Duration::from_millis(1_500);
+    let started = Instant::now();
+    let stopping = tokio::spawn(server.shutdown(delay, Duration::from_secs(1)));
+
+    let readiness_off = async {
+        loop {
+            if get("/readyz").await.0 == StatusCode::SERVICE_UNAVAILABLE {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_millis(500), readiness_off)
+        .await
+        .expect("/readyz turns 503 at once");
+    assert_eq!(get("/healthz").await.0, StatusCode::OK, "liveness stays");
+    let mut answered = 0;
+    while started.elapsed() < delay - Duration::from_millis(300) {
+        let main = TcpStream::connect(main_addr)
+            .await
+            .expect("the main port still accepts during the delay");
+        let (status, body) = http1(main, "POST", "/scheduler/filter", GOOD_ARGS).await;
+        assert_filter_shape(status, &body);
+        answered += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(answered >= 5, "only {answered} requests in the delay");
+
+    stopping.await.unwrap().unwrap();
+    assert!(
+        started.elapsed() >= delay,
+        "closed before the delay ran out"
+    );
+    assert!(
+        TcpStream::connect(main_addr).await.is_err(),
+        "main port still open after the delay and the drain"
     );
 }
 
@@ -547,5 +658,8 @@ async fn tls_serves_and_hot_reloads_a_rotated_secret() {
         }
     }
     assert!(handshake(&trusts_ca1, addr).await.is_err());
-    server.shutdown(Duration::from_secs(1)).await.unwrap();
+    server
+        .shutdown(Duration::ZERO, Duration::from_secs(1))
+        .await
+        .unwrap();
 }

@@ -529,6 +529,130 @@ fn bad_allocatable_quantity_names_the_field_and_the_node() {
     assert!(!err.contains("good-node"), "blames the wrong node: {err}");
 }
 
+/// A quantity beyond what can be counted is bad input naming the node and the field, never
+/// a silent clamp to 2^63-1; the same node with a sane amount loads.
+#[test]
+fn an_absurd_quantity_is_an_error_not_a_clamp() {
+    let dir = TempDir::new("absurd");
+    let absurd =
+        node("huge-node", "'8'").replace("pods: '110'\n  capacity", "pods: '1e400'\n  capacity");
+    assert!(
+        absurd.contains("pods: '1e400'"),
+        "the fixture must carry the absurd amount"
+    );
+    let file = dir.write("nodes.yaml", &stream(&[QUEUES, &absurd]));
+    assert_bad_input(
+        &simulate(&[&file], &[]),
+        &[
+            "nodes.yaml",
+            "huge-node",
+            "status.allocatable.pods",
+            "1e400",
+            "clamped",
+        ],
+    );
+    let cpu = dir.write("cpu.yaml", &stream(&[QUEUES, &node("fast-node", "'1e17'")]));
+    assert_bad_input(
+        &simulate(&[&cpu], &[]),
+        &["fast-node", "status.allocatable.cpu", "millicores"],
+    );
+    let sane = dir.write("sane.yaml", &stream(&[QUEUES, &node("huge-node", "'8'")]));
+    assert_ran(&simulate(&[&sane], &[]));
+}
+
+/// Nothing to simulate is said, with a non-zero exit: a 0-byte file, a folder without
+/// manifests, documents of kinds kube-tas does not read.
+#[test]
+fn empty_input_is_a_clear_error() {
+    let dir = TempDir::new("empty");
+    let empty_file = dir.write("empty.yaml", "");
+    assert_bad_input(
+        &simulate(&[&empty_file], &[]),
+        &["nothing to load", "empty.yaml"],
+    );
+    let folder = dir.path().join("no-manifests");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(folder.join("README.txt"), "not a manifest").unwrap();
+    assert_bad_input(
+        &simulate(&[&folder], &[]),
+        &["nothing to load", "no-manifests"],
+    );
+    let other = dir.write(
+        "other.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n",
+    );
+    assert_bad_input(
+        &simulate(&[&other], &[]),
+        &["nothing to load", "other.yaml"],
+    );
+}
+
+/// Nodes a flavor cannot use are reported once each run, with the reason and the names:
+/// on stderr (whatever the output format) and in the table.
+#[test]
+fn nodes_left_out_are_reported_once_with_why() {
+    let dir = TempDir::new("left-out");
+    let down = node("down-node", "'8'").replace("status: 'True'", "status: 'False'");
+    let unlabelled = node("bare-node", "'8'").replace("    cloud.com/topology-rack: r1\n", "");
+    assert!(down.contains("status: 'False'") && !unlabelled.contains("topology-rack"));
+    let file = dir.write(
+        "cluster.yaml",
+        &stream(&[QUEUES, &node("good-node", "'8'"), &down, &unlabelled]),
+    );
+    let table = simulate(&[&file], &[]);
+    let out = assert_ran(&table);
+    let err = stderr(&table);
+    let line = "take none of its pods: 1 not Ready (down-node); 1 without the level label \
+                cloud.com/topology-rack (bare-node)";
+    assert_eq!(
+        err.matches(line).count(),
+        1,
+        "reported once on stderr:\n{err}"
+    );
+    assert!(
+        out.contains("Left out: flavor ") && out.contains(line),
+        "{out}"
+    );
+    assert!(!err.contains("good-node"), "{err}");
+
+    let json = simulate(&[&file], &["-o", "json"]);
+    assert_ran(&json);
+    assert_eq!(stderr(&json).matches(line).count(), 1, "{}", stderr(&json));
+    let healthy = dir.write(
+        "healthy.yaml",
+        &stream(&[QUEUES, &node("good-node", "'8'")]),
+    );
+    let healthy = simulate(&[&healthy], &[]);
+    assert_ran(&healthy);
+    assert!(
+        !stderr(&healthy).contains("take none"),
+        "{}",
+        stderr(&healthy)
+    );
+}
+
+/// A warning of the loader reaches stderr exactly once (it used to be logged and printed).
+#[test]
+fn each_warning_is_printed_once() {
+    let dir = TempDir::new("warn-once");
+    let file = dir.write(
+        "cluster.yaml",
+        &stream(&[
+            QUEUES,
+            &node("good-node", "'8'"),
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\n",
+        ]),
+    );
+    let out = simulate(&[&file], &[]);
+    assert_ran(&out);
+    let err = stderr(&out);
+    assert_eq!(err.matches("ConfigMap settings").count(), 1, "{err}");
+    assert!(
+        !err.contains("\u{1b}["),
+        "no colour codes when stderr is not a terminal: {err:?}"
+    );
+}
+
 #[test]
 fn duplicate_node_names_across_files_name_both_files() {
     let dir = TempDir::new("duplicate");
@@ -562,17 +686,6 @@ fn missing_path_is_named() {
     let missing = dir.path().join("does-not-exist.yaml");
     let out = simulate(&[&missing], &[]);
     assert_bad_input(&out, &["does-not-exist.yaml"]);
-}
-
-#[test]
-fn empty_file_is_an_empty_cluster() {
-    let dir = TempDir::new("empty");
-    let file = dir.write("empty.yaml", "");
-    let report = simulate_json(&[&file], &[]);
-    assert_eq!(report["workloads"], serde_json::json!([]), "{report:#}");
-
-    let out = simulate(&[&file], &[]);
-    assert_ran(&out);
 }
 
 // ---------------------------------------------------------------------------------------------

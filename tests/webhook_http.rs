@@ -1630,5 +1630,8 @@ async fn the_served_webhook_answers_over_http() {
         metrics.contains(r#"kube_tas_admission_reviews_total{decision="patched"} 1"#),
         "{metrics}"
     );
-    server.shutdown(Duration::from_secs(2)).await.unwrap();
+    server
+        .shutdown(Duration::ZERO, Duration::from_secs(2))
+        .await
+        .unwrap();
 }

@@ -76,6 +76,16 @@ pub enum LoadError {
         /// Where it was defined again.
         second: Source,
     },
+    /// The paths hold no object kube-tas reads (a 0-byte file, a folder without manifests,
+    /// documents of other kinds only).
+    #[error(
+        "nothing to load: {paths} hold no object kube-tas reads (Nodes, Pods, Jobs, JobSets, \
+         LeaderWorkerSets, Topologies, ResourceFlavors, ClusterQueues, LocalQueues)"
+    )]
+    Empty {
+        /// The paths given, comma-separated.
+        paths: String,
+    },
 }
 
 fn position(line: &Option<u64>, column: &Option<u64>) -> String {
@@ -128,6 +138,15 @@ pub fn load_paths(paths: &[impl AsRef<Path>]) -> Result<Cluster, LoadError> {
         for file in files {
             loader.load_file(&file)?;
         }
+    }
+    if loader.seq == 0 {
+        let paths: Vec<String> = paths
+            .iter()
+            .map(|p| p.as_ref().display().to_string())
+            .collect();
+        return Err(LoadError::Empty {
+            paths: paths.join(", "),
+        });
     }
     loader.finish()
 }
@@ -409,7 +428,6 @@ struct Loader {
 
 impl Loader {
     fn warn(&mut self, message: String) {
-        tracing::warn!("{message}");
         self.cluster.warnings.push(message);
     }
 
@@ -582,10 +600,7 @@ impl Loader {
         self.cluster.sets = derived.sets;
         self.cluster.replacements = derived.replacements;
         self.cluster.lost_pods = derived.lost_pods;
-        for warning in derived.warnings {
-            tracing::warn!("{warning}");
-            self.cluster.warnings.push(warning);
-        }
+        self.cluster.warnings.extend(derived.warnings);
         Ok(self.cluster)
     }
 }
@@ -685,7 +700,7 @@ pub(crate) fn node_info(node: Node, name: String) -> Result<NodeInfo, FieldError
     let status = node.status.unwrap_or_default();
     let mut allocatable = ResourceList::new();
     for (resource, q) in status.allocatable.iter().flatten() {
-        let value = parse_non_negative(q, &format!("status.allocatable.{resource}"))?;
+        let value = parse_non_negative(q, resource, &format!("status.allocatable.{resource}"))?;
         allocatable.insert(resource.clone(), resource_amount(resource, value));
     }
     let ready_condition = status

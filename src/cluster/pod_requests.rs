@@ -23,7 +23,7 @@ use k8s_openapi::api::core::v1::{Container, PodSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::FieldError;
-use super::quantity::{QuantityValue, parse_quantity, resource_amount};
+use super::quantity::{QuantityValue, fits_count, parse_quantity, resource_amount};
 use crate::topology::ResourceList;
 
 /// Resource name → exact amount.
@@ -117,19 +117,40 @@ pub(crate) fn parse_list(
     for (name, q) in list.into_iter().flatten() {
         out.insert(
             name.clone(),
-            parse_non_negative(q, &format!("{path}.{name}"))?,
+            parse_non_negative(q, name, &format!("{path}.{name}"))?,
         );
     }
     Ok(out)
 }
 
-/// Parses a quantity that must not be negative (requests, limits, overhead, allocatable).
-pub(crate) fn parse_non_negative(q: &Quantity, path: &str) -> Result<QuantityValue, FieldError> {
+/// Parses a quantity of `resource` that must not be negative (requests, limits, overhead,
+/// allocatable) and that kube-tas can count exactly: an amount beyond what an `i64` holds in
+/// Kueue's unit for the resource (`pods: 1e400`) is an error, never a silent clamp.
+pub(crate) fn parse_non_negative(
+    q: &Quantity,
+    resource: &str,
+    path: &str,
+) -> Result<QuantityValue, FieldError> {
     let value = parse_quantity(&q.0).map_err(|e| FieldError::new(path, e.to_string()))?;
     if value.is_negative() {
         return Err(FieldError::new(
             path,
             format!("must be greater than or equal to 0, got {:?}", q.0),
+        ));
+    }
+    if !fits_count(resource, value) {
+        return Err(FieldError::new(
+            path,
+            format!(
+                "{:?} is beyond what can be counted ({} {}); it would be clamped",
+                q.0,
+                i64::MAX,
+                if resource == crate::topology::resources::CPU {
+                    "millicores"
+                } else {
+                    "units"
+                }
+            ),
         ));
     }
     Ok(value)

@@ -352,6 +352,17 @@ pub fn resource_amount(resource: &str, value: QuantityValue) -> i64 {
     }
 }
 
+/// True when [`resource_amount`] gives `value` exactly (up to rounding), without clamping
+/// it to the `i64` range.
+pub fn fits_count(resource: &str, value: QuantityValue) -> bool {
+    let unit = if resource == CPU {
+        NANOS_PER_MILLI
+    } else {
+        NANOS_PER_UNIT
+    };
+    value.nanos.unsigned_abs() <= (i64::MAX as u128 - 1) * unit as u128
+}
+
 /// Parses `s` and converts it for `resource` (see [`resource_amount`]).
 pub fn parse_resource_amount(resource: &str, s: &str) -> Result<i64, QuantityError> {
     parse_quantity(s).map(|v| resource_amount(resource, v))

@@ -120,6 +120,23 @@ pub struct FlavorTopology {
     pub generation: u64,
 }
 
+impl FlavorTopology {
+    /// `flavor F (topology T): 2 node(s) take none of its pods: 1 not Ready (h1); ...`, when
+    /// some of the flavor's nodes are left out of its tree or cannot hold a pod.
+    pub fn left_out_note(&self) -> Option<String> {
+        let left_out = &self.tree.left_out;
+        (left_out.total() > 0).then(|| {
+            format!(
+                "flavor {} (topology {}): {} node(s) take none of its pods: {}",
+                self.name,
+                self.tree.topology_name,
+                left_out.total(),
+                left_out.describe()
+            )
+        })
+    }
+}
+
 /// Everything kube-tas knows about the cluster (see the module documentation).
 #[derive(Debug, Default)]
 pub struct ClusterState {
@@ -879,6 +896,24 @@ impl ClusterState {
         let built = Arc::new(self.build_flavor(name)?);
         trees.insert(name.to_string(), built.clone());
         Some(built)
+    }
+
+    /// Every TAS flavor's tree (flavors naming a Topology that exists), by flavor name: what
+    /// [`crate::topology::tree::TopologyTree::left_out`] is read from for logs and metrics.
+    pub fn tas_flavors(&self) -> Vec<Arc<FlavorTopology>> {
+        self.kueue
+            .resource_flavors
+            .keys()
+            .filter_map(|name| self.flavor(name))
+            .collect()
+    }
+
+    /// One line per TAS flavor with nodes that take none of its pods, saying which and why.
+    pub fn left_out_notes(&self) -> Vec<String> {
+        self.tas_flavors()
+            .iter()
+            .filter_map(|f| f.left_out_note())
+            .collect()
     }
 
     fn build_flavor(&self, name: &str) -> Option<FlavorTopology> {

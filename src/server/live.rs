@@ -128,19 +128,50 @@ pub async fn run_with(
             "ready: every watched kind is listed"
         );
     });
+    tasks.spawn(report_left_out(extender.clone(), cancel.clone()));
 
     let outcome = tokio::select! {
         () = stop => Ok(()),
         e = server.failed() => Err(e),
     };
+    if let Err(e) = outcome {
+        cancel.cancel();
+        while tasks.join_next().await.is_some() {}
+        watches.stop().await;
+        return Err(e);
+    }
+    // Leading and watching go on while the ports serve out the delay and drain, so the
+    // requests still arriving are answered by a leader with a current view; the Lease and
+    // the leader label are given up once nothing more is served.
+    let stopping = server
+        .stop_main(config.shutdown_delay, config.shutdown_grace)
+        .await;
     cancel.cancel();
     while tasks.join_next().await.is_some() {}
     watches.stop().await;
-    outcome?;
-    server
-        .shutdown(config.shutdown_grace)
-        .await
-        .context("shutdown")
+    stopping.finish().await.context("shutdown")
+}
+
+/// How often the nodes that flavors leave out are checked for a change worth a log line.
+const LEFT_OUT_CHECK: Duration = Duration::from_secs(30);
+
+/// Logs, whenever it changes, which nodes each TAS flavor leaves out and why (the metric
+/// `kube_tas_flavor_nodes_left_out` has the counts at any time).
+async fn report_left_out(extender: Extender, cancel: CancellationToken) {
+    let mut last: Vec<String> = Vec::new();
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(LEFT_OUT_CHECK) => {}
+        }
+        let notes = extender.state().read().left_out_notes();
+        if notes != last {
+            for note in notes.iter().filter(|n| !last.contains(n)) {
+                tracing::warn!("{note}");
+            }
+            last = notes;
+        }
+    }
 }
 
 /// On every leadership change: drop the plans when stepping down, and move the leader label.

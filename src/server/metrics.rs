@@ -14,6 +14,8 @@
 //!   (`placed`) or without room in their domain (`failed`);
 //! * `kube_tas_cluster_nodes`, `kube_tas_cluster_pods`: nodes and capacity-holding pods in the
 //!   cluster state;
+//! * `kube_tas_flavor_nodes_left_out{flavor,reason}`: nodes of a TAS flavor that take none of
+//!   its pods;
 //! * in live mode, per watched kind: `kube_tas_watch_errors_total{kind}`,
 //!   `kube_tas_watch_events_total{kind}`, `kube_tas_watch_relists_total{kind}`,
 //!   `kube_tas_watch_synced{kind}` (1 once its first list is applied) and
@@ -38,6 +40,8 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
+use crate::cluster::state::FlavorTopology;
+
 use crate::cluster::live::WatchStatus;
 use crate::extender::Extender;
 
@@ -46,6 +50,16 @@ use crate::extender::Extender;
 pub struct KindLabels {
     /// The watched kind's plural (`nodes`, `topologies`).
     pub kind: &'static str,
+}
+
+/// Labels of `kube_tas_flavor_nodes_left_out`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LeftOutLabels {
+    /// The ResourceFlavor.
+    pub flavor: String,
+    /// Why (`not_ready`, `no_ready_condition`, `unschedulable`, `missing_label`,
+    /// `no_allocatable`).
+    pub reason: &'static str,
 }
 
 /// Labels of `kube_tas_replacements_total`.
@@ -289,6 +303,7 @@ impl Collector for LiveValues {
             let gauge = ConstGauge::new(i64::try_from(value).unwrap_or(i64::MAX));
             gauge.encode(encoder.encode_descriptor(name, help, None, gauge.metric_type())?)?;
         }
+        encode_left_out(&mut encoder, &self.extender.state().read().tas_flavors())?;
         if let Some(watches) = self.watches.get() {
             encode_watches(&mut encoder, watches)?;
             let leader = ConstGauge::new(i64::from(self.extender.leadership().is_leader()));
@@ -313,6 +328,36 @@ impl Collector for LiveValues {
         }
         Ok(())
     }
+}
+
+/// `kube_tas_flavor_nodes_left_out{flavor,reason}`: nodes of each TAS flavor that take none
+/// of its pods.
+fn encode_left_out(
+    encoder: &mut DescriptorEncoder,
+    flavors: &[Arc<FlavorTopology>],
+) -> Result<(), std::fmt::Error> {
+    let mut family = encoder.encode_descriptor(
+        "flavor_nodes_left_out",
+        "Nodes of a TAS flavor that take none of its pods (not Ready, cordoned, a level label \
+         missing, nothing allocatable), by reason",
+        None,
+        prometheus_client::metrics::MetricType::Gauge,
+    )?;
+    for f in flavors {
+        let mut by_slug: std::collections::BTreeMap<&str, usize> = Default::default();
+        for (reason, (count, _)) in &f.tree.left_out.by_reason {
+            *by_slug.entry(reason.slug()).or_default() += count;
+        }
+        for (reason, count) in by_slug {
+            ConstGauge::new(i64::try_from(count).unwrap_or(i64::MAX)).encode(
+                family.encode_family(&LeftOutLabels {
+                    flavor: f.name.clone(),
+                    reason,
+                })?,
+            )?;
+        }
+    }
+    Ok(())
 }
 
 /// The per-kind watch metrics.

@@ -91,7 +91,9 @@ pub struct ServeConfig {
     pub plan_ttl: Duration,
     /// Larger request bodies are answered 413.
     pub max_body_bytes: usize,
-    /// How long in-flight requests may take to finish after SIGTERM.
+    /// After SIGTERM, how long both ports keep serving while `/readyz` already answers 503.
+    pub shutdown_delay: Duration,
+    /// How long in-flight requests may take to finish after the delay.
     pub shutdown_grace: Duration,
 }
 
@@ -114,6 +116,7 @@ impl Default for ServeConfig {
             feature_gates: FeatureGates::default(),
             plan_ttl: Duration::from_secs(60),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            shutdown_delay: Duration::from_secs(5),
             shutdown_grace: Duration::from_secs(20),
         }
     }
@@ -242,19 +245,58 @@ impl RunningServer {
         }
     }
 
-    /// Readiness off, the main server drained (at most `grace`), then the admin server
-    /// stopped.
-    pub async fn shutdown(self, grace: Duration) -> anyhow::Result<()> {
-        shutdown::begin(&self.readiness, &self.main_handle, grace);
+    /// Readiness off at once while both servers keep serving for `delay` (so the endpoints
+    /// controller and the load balancers stop sending here before any connection is refused),
+    /// then the main server drained (at most `grace`), then the admin server stopped.
+    pub async fn shutdown(self, delay: Duration, grace: Duration) -> anyhow::Result<()> {
+        let stopping = self.stop_main(delay, grace).await;
+        stopping.finish().await
+    }
+
+    /// The first part of [`Self::shutdown`]: readiness off, `delay` of serving, the main
+    /// server drained. What else must stop before the admin server (live mode: the watches
+    /// and the election) stops between this and [`Stopping::finish`].
+    pub async fn stop_main(self, delay: Duration, grace: Duration) -> Stopping {
+        self.readiness.begin_shutdown();
+        if !delay.is_zero() {
+            tracing::info!(
+                delay_seconds = delay.as_secs_f64(),
+                "not ready; still serving until the endpoints are updated"
+            );
+            tokio::time::sleep(delay).await;
+        }
+        self.main_handle.graceful_shutdown(Some(grace));
         let main = self.main_task.await;
         tracing::info!("main server drained");
+        Stopping {
+            main,
+            admin_handle: self.admin_handle,
+            admin_task: self.admin_task,
+            reloader: self.reloader,
+        }
+    }
+}
+
+/// A server whose main port has drained and whose admin port still answers (probes,
+/// metrics) until [`Self::finish`].
+pub struct Stopping {
+    main: Result<std::io::Result<()>, tokio::task::JoinError>,
+    admin_handle: Handle<SocketAddr>,
+    admin_task: JoinHandle<std::io::Result<()>>,
+    reloader: Option<JoinHandle<()>>,
+}
+
+impl Stopping {
+    /// Stops the admin server; reports how the main server ended.
+    pub async fn finish(self) -> anyhow::Result<()> {
         self.admin_handle
             .graceful_shutdown(Some(ADMIN_SHUTDOWN_GRACE));
         let admin = self.admin_task.await;
         if let Some(reloader) = self.reloader {
             reloader.abort();
         }
-        main.context("the main server task failed")?
+        self.main
+            .context("the main server task failed")?
             .context("the main server failed")?;
         admin
             .context("the admin server task failed")?
@@ -368,6 +410,9 @@ async fn run_files(config: ServeConfig) -> anyhow::Result<()> {
         "cluster loaded"
     );
     let extender = Extender::over_cluster(&cluster, config.feature_gates.clone(), config.plan_ttl);
+    for note in extender.state().read().left_out_notes() {
+        tracing::warn!("{note}");
+    }
     let mut server = start(&config, extender).await?;
     server.readiness().mark_ready();
     tracing::info!("ready");
@@ -375,5 +420,7 @@ async fn run_files(config: ServeConfig) -> anyhow::Result<()> {
         () = shutdown::signal() => {}
         e = server.failed() => return Err(e),
     }
-    server.shutdown(config.shutdown_grace).await
+    server
+        .shutdown(config.shutdown_delay, config.shutdown_grace)
+        .await
 }

@@ -1,17 +1,13 @@
-//! Graceful shutdown: on SIGTERM or SIGINT, readiness turns 503 first, then the main server
-//! stops accepting and drains in-flight requests for at most a grace period, then the admin
-//! server stops.
+//! Graceful shutdown signals. On SIGTERM or SIGINT ([`super::RunningServer::shutdown`]):
+//! readiness turns 503 at once, both ports keep serving for the shutdown delay, then the main
+//! server stops accepting and drains in-flight requests for at most a grace period, then the
+//! admin server stops.
 //!
-//! Order matters: kubelet and the endpoints controller learn from `/readyz` that we are
-//! leaving while `/healthz` stays 200, so the pod is not restarted mid-drain. The grace period
-//! must stay below the pod's `terminationGracePeriodSeconds` (30 s by default).
-
-use std::net::SocketAddr;
-use std::time::Duration;
-
-use axum_server::Handle;
-
-use super::admin::Readiness;
+//! Order matters: the endpoints controller learns from `/readyz` (and from the pod's deletion)
+//! that we are leaving, but kube-proxy, the API server and kube-scheduler act on that a moment
+//! later; until then they still send here, and a closed port would fail their calls. `/healthz`
+//! stays 200 throughout, so the pod is not restarted mid-drain. Delay plus grace must stay
+//! below the pod's `terminationGracePeriodSeconds` (30 s by default).
 
 /// Resolves on the first SIGTERM or SIGINT (Ctrl-C). If a handler cannot be installed, that
 /// signal is logged and ignored rather than treated as received.
@@ -41,11 +37,4 @@ pub async fn signal() {
         () = ctrl_c => tracing::info!("SIGINT received, shutting down"),
         () = term => tracing::info!("SIGTERM received, shutting down"),
     }
-}
-
-/// Starts the drain of the main server: readiness off, then `graceful_shutdown(grace)` (open
-/// connections finish their requests; after `grace` they are closed).
-pub fn begin(readiness: &Readiness, main: &Handle<SocketAddr>, grace: Duration) {
-    readiness.begin_shutdown();
-    main.graceful_shutdown(Some(grace));
 }

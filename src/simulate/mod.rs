@@ -38,6 +38,10 @@ pub struct Report {
     pub workloads: Vec<WorkloadReport>,
     /// The flavors that workloads were placed on, with their final free capacity.
     pub flavors: Vec<FlavorReport>,
+    /// Per TAS flavor whose nodes are not all usable: which were left out and why
+    /// (`flavor tas-flavor (topology default): 2 node(s) take none of its pods: 1 not Ready
+    /// (h1); ...`).
+    pub left_out: Vec<String>,
 }
 
 /// The outcome for one workload.
@@ -202,6 +206,7 @@ pub fn run_with(
         }
     }
     report.flavors = sim.flavor_reports();
+    report.left_out = sim.left_out();
     report
 }
 
@@ -432,6 +437,18 @@ impl Simulation<'_, '_> {
     }
 
     /// Each flavor that pods were placed on, with its final free capacity.
+    /// One line per TAS flavor that has nodes left out.
+    fn left_out(&mut self) -> Vec<String> {
+        let mut out = Vec::new();
+        for name in self.cluster.kueue.resource_flavors.keys() {
+            let Some(f) = self.extender.flavor(self.cluster, name) else {
+                continue;
+            };
+            out.extend(f.left_out_note());
+        }
+        out
+    }
+
     fn flavor_reports(&mut self) -> Vec<FlavorReport> {
         let placed = std::mem::take(&mut self.placed);
         let mut out = Vec::new();

@@ -17,6 +17,12 @@ pub fn render(report: &Report) -> String {
         render_flavor(&mut out, f);
         out.push('\n');
     }
+    for line in &report.left_out {
+        let _ = writeln!(out, "Left out: {line}");
+    }
+    if !report.left_out.is_empty() {
+        out.push('\n');
+    }
     let _ = writeln!(out, "Workloads:");
     for w in &report.workloads {
         let id = format!("{} {}/{}", w.kind, w.namespace, w.name);

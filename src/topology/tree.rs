@@ -62,6 +62,108 @@ pub struct TopologyTree {
     pub nodes: Vec<Arc<NodeInfo>>,
     node_leaf: HashMap<String, DomainIdx>,
     resource_ids: HashMap<String, usize>,
+    /// The flavor's nodes (those carrying its node labels) that cannot take its pods, and why.
+    pub left_out: LeftOut,
+}
+
+/// Why a node of a flavor takes none of its pods.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LeftOutReason {
+    /// The node reports no `Ready` condition at all: left out of the tree.
+    NoReadyCondition,
+    /// `Ready` is not `True`: left out of the tree.
+    NotReady,
+    /// `spec.unschedulable` (cordoned): left out of the tree.
+    Unschedulable,
+    /// It lacks the Topology's level label: left out of the tree.
+    MissingLabel(String),
+    /// In the tree, but its allocatable is empty or zero: no pod fits there.
+    NoAllocatable,
+}
+
+impl LeftOutReason {
+    /// The reason as a metric label value (`not_ready`, `missing_label`, ...).
+    pub fn slug(&self) -> &'static str {
+        match self {
+            Self::NoReadyCondition => "no_ready_condition",
+            Self::NotReady => "not_ready",
+            Self::Unschedulable => "unschedulable",
+            Self::MissingLabel(_) => "missing_label",
+            Self::NoAllocatable => "no_allocatable",
+        }
+    }
+}
+
+impl std::fmt::Display for LeftOutReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NoReadyCondition => f.write_str("without a Ready condition"),
+            Self::NotReady => f.write_str("not Ready"),
+            Self::Unschedulable => f.write_str("unschedulable (cordoned)"),
+            Self::MissingLabel(label) => write!(f, "without the level label {label}"),
+            Self::NoAllocatable => f.write_str("without allocatable resources"),
+        }
+    }
+}
+
+/// How many nodes were left out for each reason, with the first few names.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LeftOut {
+    /// Per reason: how many nodes, and up to [`LeftOut::NAMED`] of their names (in input order).
+    pub by_reason: BTreeMap<LeftOutReason, (usize, Vec<String>)>,
+}
+
+impl LeftOut {
+    /// How many names each reason keeps.
+    pub const NAMED: usize = 3;
+
+    fn add(&mut self, reason: LeftOutReason, node: &str) {
+        let (count, names) = self.by_reason.entry(reason).or_default();
+        *count += 1;
+        if names.len() < Self::NAMED {
+            names.push(node.to_string());
+        }
+    }
+
+    /// Nodes left out, over all reasons.
+    pub fn total(&self) -> usize {
+        self.by_reason.values().map(|(n, _)| n).sum()
+    }
+
+    /// `2 not Ready (h1, h2); 1 without the level label rack (x1)`; empty when none.
+    pub fn describe(&self) -> String {
+        let parts: Vec<String> = self
+            .by_reason
+            .iter()
+            .map(|(reason, (count, names))| {
+                let more = count - names.len();
+                let more = if more > 0 {
+                    format!(", {more} more")
+                } else {
+                    String::new()
+                };
+                format!("{count} {reason} ({}{more})", names.join(", "))
+            })
+            .collect();
+        parts.join("; ")
+    }
+}
+
+/// Why `node` cannot be a member of a tree over `levels`, if it cannot.
+fn left_out_because(node: &NodeInfo, levels: &[String]) -> Option<LeftOutReason> {
+    if node.ready_condition_missing {
+        return Some(LeftOutReason::NoReadyCondition);
+    }
+    if !node.ready {
+        return Some(LeftOutReason::NotReady);
+    }
+    if node.unschedulable {
+        return Some(LeftOutReason::Unschedulable);
+    }
+    levels
+        .iter()
+        .find(|l| !node.labels.contains_key(*l))
+        .map(|l| LeftOutReason::MissingLabel(l.clone()))
 }
 
 impl TopologyTree {
@@ -74,15 +176,26 @@ impl TopologyTree {
         nodes: impl IntoIterator<Item = Arc<NodeInfo>>,
     ) -> Self {
         let hostname_lowest = levels.last().is_some_and(|l| l == HOSTNAME_LABEL);
+        let mut left_out = LeftOut::default();
         let members: Vec<Arc<NodeInfo>> = nodes
             .into_iter()
-            .filter(|n| n.schedulable_and_ready())
             .filter(|n| {
                 flavor_node_labels
                     .iter()
                     .all(|(k, v)| n.labels.get(k) == Some(v))
             })
-            .filter(|n| levels.iter().all(|l| n.labels.contains_key(l)))
+            .filter(|n| match left_out_because(n, levels) {
+                Some(reason) => {
+                    left_out.add(reason, &n.name);
+                    false
+                }
+                None => {
+                    if n.allocatable.values().all(|&v| v <= 0) {
+                        left_out.add(LeftOutReason::NoAllocatable, &n.name);
+                    }
+                    true
+                }
+            })
             .collect();
         let mut resource_set: BTreeSet<&String> = BTreeSet::new();
         for n in &members {
@@ -222,6 +335,7 @@ impl TopologyTree {
             nodes: member_nodes,
             node_leaf,
             resource_ids,
+            left_out,
         }
     }
 
@@ -290,5 +404,90 @@ impl TopologyTree {
     /// The first node of a leaf: the one whose labels and taints the node filters read.
     pub fn leaf_node(&self, leaf: DomainIdx) -> Option<&NodeInfo> {
         self.domains[leaf].nodes.first().map(|&n| &*self.nodes[n])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::fixtures::{BLOCK, HOST, NodeBuilder, RACK};
+
+    fn levels() -> Vec<String> {
+        vec![BLOCK.into(), RACK.into(), HOST.into()]
+    }
+
+    fn flavor_labels() -> BTreeMap<String, String> {
+        BTreeMap::from([("pool".to_string(), "tas".to_string())])
+    }
+
+    fn node(name: &str) -> NodeBuilder {
+        NodeBuilder::new(name)
+            .label("pool", "tas")
+            .block("b1")
+            .rack("r1")
+            .cpu(8)
+    }
+
+    /// Each reason a node of the flavor takes none of its pods is counted and named; nodes of
+    /// other flavors are not the flavor's to report, and healthy nodes are members.
+    #[test]
+    fn the_nodes_a_flavor_leaves_out_are_counted_by_reason() {
+        let mut no_condition = node("no-condition").not_ready().build();
+        no_condition.ready_condition_missing = true;
+        let mut cordoned = node("cordoned").build();
+        cordoned.unschedulable = true;
+        let mut unlabelled = node("unlabelled").build();
+        unlabelled.labels.remove(RACK);
+        let mut empty = node("empty").build();
+        empty.allocatable.clear();
+        let nodes = [
+            node("ok").build(),
+            no_condition,
+            node("down-1").not_ready().build(),
+            node("down-2").not_ready().build(),
+            cordoned,
+            unlabelled,
+            empty,
+            NodeBuilder::new("other-pool").not_ready().build(),
+        ];
+        let tree = TopologyTree::build("t", &levels(), &flavor_labels(), nodes.map(Arc::new));
+
+        let names: Vec<&str> = tree.nodes.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["ok", "empty"], "members");
+        let left = &tree.left_out;
+        assert_eq!(left.total(), 6, "{left:?}");
+        let count = |r: LeftOutReason| left.by_reason.get(&r).map(|(n, _)| *n);
+        assert_eq!(count(LeftOutReason::NoReadyCondition), Some(1));
+        assert_eq!(count(LeftOutReason::NotReady), Some(2));
+        assert_eq!(count(LeftOutReason::Unschedulable), Some(1));
+        assert_eq!(count(LeftOutReason::MissingLabel(RACK.into())), Some(1));
+        assert_eq!(count(LeftOutReason::NoAllocatable), Some(1));
+        assert_eq!(
+            left.describe(),
+            format!(
+                "1 without a Ready condition (no-condition); 2 not Ready (down-1, down-2); \
+                 1 unschedulable (cordoned) (cordoned); 1 without the level label {RACK} \
+                 (unlabelled); 1 without allocatable resources (empty)"
+            )
+        );
+    }
+
+    /// Past [`LeftOut::NAMED`] names, the rest are counted.
+    #[test]
+    fn many_nodes_left_out_name_a_few_and_count_the_rest() {
+        let nodes: Vec<Arc<NodeInfo>> = (0..5)
+            .map(|i| Arc::new(node(&format!("h{i}")).not_ready().build()))
+            .collect();
+        let tree = TopologyTree::build("t", &levels(), &flavor_labels(), nodes);
+        assert!(tree.nodes.is_empty());
+        assert_eq!(tree.left_out.describe(), "5 not Ready (h0, h1, h2, 2 more)");
+        let healthy = TopologyTree::build(
+            "t",
+            &levels(),
+            &flavor_labels(),
+            [Arc::new(node("h").build())],
+        );
+        assert_eq!(healthy.left_out.total(), 0);
+        assert_eq!(healthy.left_out.describe(), "");
     }
 }

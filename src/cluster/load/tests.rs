@@ -739,8 +739,12 @@ fn empty_documents_are_skipped_but_counted() {
         err.starts_with(&format!("{path}: document 6 (Node n2): ")),
         "{err}"
     );
-    let cluster = load_ok("\n---\n\n---\n");
-    assert!(cluster.nodes.is_empty());
+    // Only empty documents: nothing to load is an error, not an empty cluster.
+    let (path, err) = load_err("\n---\n\n---\n");
+    assert!(
+        err.starts_with(&format!("nothing to load: {path} hold")),
+        "{err}"
+    );
 }
 
 #[test]
@@ -843,9 +847,16 @@ fn unreadable_paths_are_named() {
 #[test]
 fn empty_folder_warns() {
     let scratch = Scratch::new();
-    let cluster = load_paths(&[&scratch.0]).expect("loads");
+    let empty = scratch.0.join("empty");
+    fs::create_dir_all(&empty).unwrap();
+    let nodes = scratch.0.join("nodes.yaml");
+    fs::write(&nodes, node("n1", "1")).unwrap();
+    let cluster = load_paths(&[&empty, &nodes]).expect("loads");
     assert_eq!(cluster.warnings.len(), 1);
     assert!(cluster.warnings[0].contains("no *.yaml"));
+    // Alone, the empty folder is nothing to load.
+    let err = load_paths(&[&empty]).unwrap_err().to_string();
+    assert!(err.starts_with("nothing to load: "), "{err}");
 }
 
 #[test]
