@@ -1,13 +1,20 @@
-//! `webhooks/mutating-webhook.yaml` stays in sync with the server: it parses as the
-//! `admissionregistration.k8s.io/v1` object the API server takes, registers the webhook under
-//! kube-tas's name on `/mutate` of the same Service as the scheduler extender, and keeps the
-//! choices style.md practice 14 and extender-protocol.md §4.4 ask for. `certs/cert-manager.yaml`
-//! issues the certificate its `inject-ca-from` annotation names.
+//! `webhooks/mutating-webhook.yaml` stays in sync with the server and the manifests: it parses
+//! as the `admissionregistration.k8s.io/v1` object the API server takes, registers the webhook
+//! under kube-tas's name on `/mutate` of the manifests' webhook Service (every replica), while
+//! `webhooks/scheduler-config.yaml` names the manifests' extender Service (the leader only),
+//! and keeps the choices style.md practice 14 and extender-protocol.md §4.4 ask for.
+//! `certs/cert-manager.yaml` issues the certificate its `inject-ca-from` annotation names, for
+//! both Services.
+
+#[path = "common/manifests.rs"]
+mod manifests;
 
 use std::path::Path;
 
 use base64::Engine as _;
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhook, MutatingWebhookConfiguration};
+use k8s_openapi::api::core::v1::Service;
+use kube_tas::cluster::live::leader::LEADER_LABEL;
 use serde_json::Value;
 
 const WEBHOOK: &str = "webhooks/mutating-webhook.yaml";
@@ -63,6 +70,35 @@ fn scheduler_service() -> (String, String, i32) {
     )
 }
 
+/// The Service of `manifests/` named `name` in `namespace`; panics naming what is missing, or
+/// when it has no `port`.
+fn manifests_service(name: &str, namespace: &str, port: i32) -> Service {
+    let rendered = manifests::render("manifests");
+    let services: Vec<Service> = rendered.all_typed("Service");
+    let service = services
+        .into_iter()
+        .find(|s| {
+            s.metadata.name.as_deref() == Some(name)
+                && s.metadata.namespace.as_deref() == Some(namespace)
+        })
+        .unwrap_or_else(|| panic!("manifests/ has no Service {namespace}/{name}"));
+    let ports = service.spec.as_ref().and_then(|s| s.ports.clone());
+    assert!(
+        ports.iter().flatten().any(|p| p.port == port),
+        "Service {namespace}/{name} has no port {port}"
+    );
+    service
+}
+
+/// What a Service's selector asks of the leader label, if anything.
+fn leader_selector(service: &Service) -> Option<String> {
+    service
+        .spec
+        .as_ref()
+        .and_then(|s| s.selector.as_ref())
+        .and_then(|s| s.get(LEADER_LABEL).cloned())
+}
+
 fn strings(v: &Option<Vec<String>>) -> Vec<&str> {
     v.iter().flatten().map(String::as_str).collect()
 }
@@ -74,23 +110,32 @@ fn registers_the_webhook_as_designed() {
     let hook = webhook(&config);
     assert_eq!(hook.name, kube_tas::admission::WEBHOOK_NAME);
 
-    // The same Service as the extender, on /mutate.
+    // The manifests' webhook Service, which selects every replica (each answers /mutate), on
+    // /mutate; the extender's Service selects only the leader.
     let service = hook
         .client_config
         .service
         .as_ref()
         .expect("clientConfig.service (not url): the API server dials the Service");
     assert!(hook.client_config.url.is_none());
-    let (name, namespace, port) = scheduler_service();
-    assert_eq!(service.name, name);
-    assert_eq!(service.namespace, namespace);
+    let port = service
+        .port
+        .expect("the port must be explicit (default 443)");
+    let webhook_service = manifests_service(&service.name, &service.namespace, port);
     assert_eq!(
-        service.port,
-        Some(port),
-        "the port must be explicit (default 443)"
+        leader_selector(&webhook_service),
+        None,
+        "the webhook's Service must select every replica, not only the leader"
     );
-    assert_eq!(service.port, Some(8443));
     assert_eq!(service.path.as_deref(), Some("/mutate"));
+    let (name, namespace, port) = scheduler_service();
+    let extender_service = manifests_service(&name, &namespace, port);
+    assert_eq!(
+        leader_selector(&extender_service).as_deref(),
+        Some("true"),
+        "the extender's Service must select only the leader (only it plans and binds)"
+    );
+    assert_eq!(service.namespace, namespace, "one namespace for kube-tas");
 
     assert_eq!(hook.admission_review_versions, ["v1"]);
     assert_eq!(hook.side_effects, "None");
@@ -245,14 +290,30 @@ fn cert_manager_issues_the_certificate_the_webhook_names() {
     let serving = find("Certificate", name);
     let spec = &serving["spec"];
     assert_eq!(spec["secretName"], "kube-tas-tls");
-    let (svc, ns, _) = scheduler_service();
     let dns: Vec<&str> = spec["dnsNames"]
         .as_array()
         .expect("dnsNames")
         .iter()
         .filter_map(Value::as_str)
         .collect();
-    let want = kube_tas::certs::CertsOptions::new(svc, ns).dns_names();
+    // The names the API server and kube-scheduler verify: NAME.NAMESPACE.svc of each Service
+    // they call.
+    let (svc, ns, _) = scheduler_service();
+    let webhook_service = webhook(&config).client_config.service.clone().unwrap();
+    let webhook_host = format!("{}.{}.svc", webhook_service.name, webhook_service.namespace);
+    for host in [format!("{svc}.{ns}.svc"), webhook_host.clone()] {
+        assert!(
+            dns.contains(&host.as_str()),
+            "dnsNames lack {host}: {dns:?}"
+        );
+    }
+    // The same names as the documented
+    // `kube-tas certs --service kube-tas --namespace kube-tas-system --dns <webhook host>`.
+    let want = kube_tas::certs::CertsOptions {
+        dns: vec![webhook_host],
+        ..kube_tas::certs::CertsOptions::new(svc, ns)
+    }
+    .dns_names();
     assert_eq!(dns, want, "the same names as `kube-tas certs`");
     assert_eq!(spec["privateKey"]["algorithm"], "ECDSA");
     assert_eq!(spec["privateKey"]["size"], 256);
