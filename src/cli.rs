@@ -51,7 +51,7 @@ pub enum Command {
     Simulate(SimulateArgs),
     /// Serve the scheduler extender (main port, TLS when a certificate is given) and the
     /// probes and metrics (admin port, plain HTTP) until SIGTERM or SIGINT.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Create a development CA (or reuse the one in --out) and a serving certificate for the
     /// kube-tas Service; print the caBundle (base64 of the CA's PEM) on stdout.
     Certs(CertsArgs),
@@ -166,6 +166,30 @@ pub struct ServeArgs {
         requires = "tls_cert"
     )]
     pub tls_key: Option<PathBuf>,
+    /// CA bundle (PEM) that callers must present a client certificate from (kube-scheduler's
+    /// extender tlsConfig, the API server's admission kubeconfig); without it the main port
+    /// takes any caller that reaches it. Needs --tls-cert/--tls-key.
+    #[arg(long, value_name = "FILE", env = "KUBE_TAS_CLIENT_CA")]
+    pub client_ca: Option<PathBuf>,
+    /// With --client-ca: client certificate names (subject CN, DNS or URI SAN) allowed on
+    /// /scheduler/* (repeatable; in the environment, comma-separated); none allows any
+    /// certificate the CA signed.
+    #[arg(
+        long,
+        value_name = "NAME",
+        env = "KUBE_TAS_EXTENDER_CLIENT_NAMES",
+        value_delimiter = ','
+    )]
+    pub extender_client_names: Vec<String>,
+    /// With --client-ca: client certificate names allowed on /mutate (repeatable; in the
+    /// environment, comma-separated); none allows any certificate the CA signed.
+    #[arg(
+        long,
+        value_name = "NAME",
+        env = "KUBE_TAS_WEBHOOK_CLIENT_NAMES",
+        value_delimiter = ','
+    )]
+    pub webhook_client_names: Vec<String>,
     /// How often the certificate files are checked for changes (a rotated Secret is served
     /// without a restart).
     #[arg(long, env = "KUBE_TAS_TLS_RELOAD_INTERVAL_SECONDS", default_value_t = 10,
@@ -259,7 +283,7 @@ pub enum Output {
 pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Simulate(args) => run_simulate(args),
-        Command::Serve(args) => run_serve(args),
+        Command::Serve(args) => run_serve(*args),
         Command::Certs(args) => run_certs(args),
     }
 }
@@ -340,6 +364,9 @@ fn run_serve(args: ServeArgs) -> ExitCode {
         admin_listen: args.admin_listen,
         tls_cert: args.tls_cert,
         tls_key: args.tls_key,
+        client_ca: args.client_ca,
+        extender_clients: args.extender_client_names,
+        webhook_clients: args.webhook_client_names,
         tls_reload_interval: Duration::from_secs(args.tls_reload_interval_seconds),
         feature_gates,
         plan_ttl: Duration::from_secs(args.plan_ttl_seconds),

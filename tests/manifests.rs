@@ -86,7 +86,7 @@ fn serve_args(d: &Deployment) -> ServeArgs {
     );
     let cli = Cli::try_parse_from(argv(c)).unwrap_or_else(|e| panic!("the Deployment's args: {e}"));
     match cli.command {
-        Command::Serve(args) => args,
+        Command::Serve(args) => *args,
         other => panic!("the Deployment runs {other:?}, not serve"),
     }
 }

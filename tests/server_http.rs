@@ -320,6 +320,25 @@ async fn serve_refuses_a_config_it_cannot_run() {
     assert!(error.contains("--tls-key is missing"), "{error}");
 
     let config = ServeConfig {
+        cluster: vec![common::examples_dir()],
+        client_ca: Some("ca.pem".into()),
+        ..ServeConfig::default()
+    };
+    let error = kube_tas::server::run(config).await.unwrap_err().to_string();
+    assert!(error.contains("--client-ca needs TLS"), "{error}");
+
+    let config = ServeConfig {
+        cluster: vec![common::examples_dir()],
+        webhook_clients: vec!["kube-apiserver".into()],
+        ..ServeConfig::default()
+    };
+    let error = kube_tas::server::run(config).await.unwrap_err().to_string();
+    assert!(
+        error.contains("--webhook-client-names is given without --client-ca"),
+        "{error}"
+    );
+
+    let config = ServeConfig {
         cluster: vec![common::examples_dir().join("does-not-exist.yaml")],
         ..ServeConfig::default()
     };
@@ -596,6 +615,163 @@ async fn handshake(
     let leaf = session.peer_certificates().unwrap()[0].clone().into_owned();
     let alpn = session.alpn_protocol().map(<[u8]>::to_vec);
     Ok((tls, leaf, alpn))
+}
+
+/// A client certificate `cn` signed by `ca`: (chain, key).
+fn client_cert(
+    ca: &Ca,
+    cn: &str,
+) -> (
+    Vec<CertificateDer<'static>>,
+    rustls::pki_types::PrivateKeyDer<'static>,
+) {
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, cn);
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let key = KeyPair::generate().unwrap();
+    let cert = params.signed_by(&key, &ca.issuer).unwrap();
+    let key = rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der()).unwrap();
+    (vec![cert.der().clone()], key)
+}
+
+/// A client trusting `server_ca` that presents `identity` (a certificate signed by its CA).
+fn client_with_cert(server_ca: &Ca, identity: Option<(&Ca, &str)>) -> tokio_rustls::TlsConnector {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(server_ca.cert.clone()).unwrap();
+    let builder = rustls::ClientConfig::builder().with_root_certificates(roots);
+    let mut config = match identity {
+        Some((ca, cn)) => {
+            let (chain, key) = client_cert(ca, cn);
+            builder.with_client_auth_cert(chain, key).unwrap()
+        }
+        None => builder.with_no_client_auth(),
+    };
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+}
+
+/// The first pod of the example Job `rack-required`: a filter call for it plans the gang.
+const GANG_ARGS: &str = r#"{"Pod":{"metadata":{"name":"rack-required-0-x","namespace":"default",
+    "uid":"u-rr-0","labels":{"batch.kubernetes.io/job-name":"rack-required",
+    "batch.kubernetes.io/job-completion-index":"0"},
+    "annotations":{"kueue.x-k8s.io/podset-required-topology":"cloud.provider.com/topology-rack"},
+    "ownerReferences":[{"apiVersion":"batch/v1","kind":"Job","name":"rack-required","uid":"j",
+    "controller":true}]},
+    "spec":{"nodeSelector":{"node-group":"tas"},
+    "containers":[{"name":"c","resources":{"requests":{"cpu":"2"}}}]}},
+    "Nodes":null,"NodeNames":["b1-r1-h1","b1-r1-h2","b1-r2-h1"]}"#;
+
+/// With `--client-ca`, each route takes only the client certificates named for it: the
+/// scheduler's on the extender, the API server's on the webhook. No certificate is 401, a
+/// certificate of another name 403, one from another CA fails the handshake; a refused call
+/// plans nothing, while the same call from the scheduler makes a plan.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_certificates_are_required_and_checked_per_route() {
+    common::install_crypto_provider();
+    let dir = ScratchDir::new("client-ca");
+    let (server_ca, client_ca, stranger_ca) =
+        (new_ca("serving"), new_ca("clients"), new_ca("stranger"));
+    let (cert, key, _) = new_leaf(&server_ca, 1);
+    write_secret(dir.path(), "..v1", &cert, &key);
+    let ca_file = dir.path().join("client-ca.crt");
+    std::fs::write(&ca_file, pem_of(&client_ca.cert)).unwrap();
+    let config = ServeConfig {
+        tls_cert: Some(dir.path().join("tls.crt")),
+        tls_key: Some(dir.path().join("tls.key")),
+        client_ca: Some(ca_file),
+        extender_clients: vec!["system:kube-scheduler".into()],
+        webhook_clients: vec!["kube-apiserver".into()],
+        ..loopback_config()
+    };
+    let extender = example_extender();
+    let server = start(&config, extender.clone()).await.unwrap();
+    let addr = server.main_addr();
+    let call = |connector: tokio_rustls::TlsConnector, path: &'static str, body: &'static str| async move {
+        let (tls, _, _) = handshake(&connector, addr).await?;
+        let (status, body) = http1(tls, "POST", path, body).await;
+        Ok::<_, std::io::Error>((status, String::from_utf8_lossy(&body).into_owned()))
+    };
+    let scheduler = || client_with_cert(&server_ca, Some((&client_ca, "system:kube-scheduler")));
+    let apiserver = || client_with_cert(&server_ca, Some((&client_ca, "kube-apiserver")));
+
+    // No certificate: 401, nothing planned.
+    let (status, body) = call(
+        client_with_cert(&server_ca, None),
+        "/scheduler/filter",
+        GANG_ARGS,
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    assert!(body.contains("client certificate"), "{body}");
+    // The wrong identity for the route: 403 naming it, nothing planned.
+    let (status, body) = call(apiserver(), "/scheduler/filter", GANG_ARGS)
+        .await
+        .unwrap();
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert!(
+        body.contains("kube-apiserver") && body.contains("system:kube-scheduler"),
+        "{body}"
+    );
+    let (status, body) = call(scheduler(), "/mutate", "{}").await.unwrap();
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    // A certificate of another CA: refused in the handshake or on the first request.
+    let stranger = client_with_cert(&server_ca, Some((&stranger_ca, "system:kube-scheduler")));
+    let refused = match handshake(&stranger, addr).await {
+        Err(_) => true,
+        Ok((tls, _, _)) => {
+            let (mut sender, conn) =
+                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+                    .await
+                    .map_or((None, None), |(s, c)| (Some(s), Some(c)));
+            if let Some(conn) = conn {
+                tokio::spawn(conn);
+            }
+            match sender.as_mut() {
+                None => true,
+                Some(sender) => {
+                    let request = axum::http::Request::post("/scheduler/filter")
+                        .header("host", "localhost")
+                        .body(http_body_util::Full::new(axum::body::Bytes::from(
+                            GANG_ARGS,
+                        )))
+                        .unwrap();
+                    sender.send_request(request).await.is_err()
+                }
+            }
+        }
+    };
+    assert!(refused, "a certificate of another CA got an answer");
+    assert_eq!(extender.stats().plans_made, 0, "a refused caller planned");
+
+    // The right identities: answered, and the scheduler's filter plans the gang.
+    let (status, body) = call(apiserver(), "/mutate", "{}").await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = call(scheduler(), "/scheduler/filter", GANG_ARGS)
+        .await
+        .unwrap();
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(extender.stats().plans_made, 1, "{body}");
+    server
+        .shutdown(Duration::ZERO, Duration::from_secs(1))
+        .await
+        .unwrap();
+}
+
+/// PEM of one DER certificate.
+fn pem_of(der: &CertificateDer<'_>) -> String {
+    let b64 = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, der.as_ref());
+    let lines: Vec<&str> = b64
+        .as_bytes()
+        .chunks(64)
+        .map(|c| std::str::from_utf8(c).unwrap())
+        .collect();
+    format!(
+        "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+        lines.join("\n")
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -15,6 +15,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -31,12 +32,14 @@ use crate::extender::Extender;
 use crate::topology::FeatureGates;
 
 pub mod admin;
+pub mod client_auth;
 pub mod live;
 pub mod metrics;
 pub mod shutdown;
 pub mod tls;
 
 use admin::Readiness;
+use client_auth::{AllowedClients, ClientPolicy};
 use metrics::Metrics;
 use tls::{ServingCert, TlsFiles};
 
@@ -83,6 +86,14 @@ pub struct ServeConfig {
     pub tls_cert: Option<PathBuf>,
     /// PEM private key.
     pub tls_key: Option<PathBuf>,
+    /// CA bundle (PEM) that callers' client certificates must chain to; without it the main
+    /// port takes any caller (the NetworkPolicy is then the guard). Needs TLS.
+    pub client_ca: Option<PathBuf>,
+    /// With `client_ca`: the identities (certificate CN or DNS/URI SAN) allowed on the
+    /// extender routes; empty allows any certificate the CA signed.
+    pub extender_clients: Vec<String>,
+    /// With `client_ca`: the identities allowed on `/mutate`; empty allows any.
+    pub webhook_clients: Vec<String>,
     /// How often the certificate files are checked for changes.
     pub tls_reload_interval: Duration,
     /// Kueue feature gates.
@@ -112,6 +123,9 @@ impl Default for ServeConfig {
             admin_listen: SocketAddr::from(([0, 0, 0, 0], 8080)),
             tls_cert: None,
             tls_key: None,
+            client_ca: None,
+            extender_clients: Vec::new(),
+            webhook_clients: Vec::new(),
             tls_reload_interval: Duration::from_secs(10),
             feature_gates: FeatureGates::default(),
             plan_ttl: Duration::from_secs(60),
@@ -141,6 +155,18 @@ pub enum ConfigError {
         /// The flag missing.
         missing: &'static str,
     },
+    /// `--client-ca` without a serving certificate: client certificates need TLS.
+    #[error("--client-ca needs TLS: give --tls-cert and --tls-key too")]
+    ClientCaWithoutTls,
+    /// Allowed client names without `--client-ca`: nothing would check them.
+    #[error(
+        "{flag} is given without --client-ca: client names are only checked on certificates \
+         signed by that CA"
+    )]
+    ClientNamesWithoutCa {
+        /// The flag given.
+        flag: &'static str,
+    },
 }
 
 impl ServeConfig {
@@ -153,11 +179,23 @@ impl ServeConfig {
     }
 
     fn tls_files(&self) -> Result<Option<TlsFiles>, ConfigError> {
+        if self.client_ca.is_none() {
+            for (flag, names) in [
+                ("--extender-client-names", &self.extender_clients),
+                ("--webhook-client-names", &self.webhook_clients),
+            ] {
+                if !names.is_empty() {
+                    return Err(ConfigError::ClientNamesWithoutCa { flag });
+                }
+            }
+        }
         match (&self.tls_cert, &self.tls_key) {
             (Some(cert), Some(key)) => Ok(Some(TlsFiles {
                 cert: cert.clone(),
                 key: key.clone(),
+                client_ca: self.client_ca.clone(),
             })),
+            (None, None) if self.client_ca.is_some() => Err(ConfigError::ClientCaWithoutTls),
             (None, None) => Ok(None),
             (Some(_), None) => Err(ConfigError::HalfTls {
                 given: "--tls-cert",
@@ -180,12 +218,31 @@ pub fn main_router(extender: Extender) -> Router {
 
 /// The main router counting into `metrics`, refusing bodies over `max_body_bytes` with 413.
 pub fn main_router_with(extender: Extender, metrics: &Metrics, max_body_bytes: usize) -> Router {
+    main_router_for(extender, metrics, max_body_bytes, None)
+}
+
+/// [`main_router_with`], and with a client policy, callers it does not allow refused before
+/// anything else (see [`client_auth`]).
+pub fn main_router_for(
+    extender: Extender,
+    metrics: &Metrics,
+    max_body_bytes: usize,
+    clients: Option<Arc<ClientPolicy>>,
+) -> Router {
     let webhook = Webhook::new(extender.state().clone(), extender.gates().clone());
-    Router::new()
+    let mut router = Router::new()
         .nest("/scheduler", crate::extender::http::routes(extender))
         .merge(crate::admission::http::routes(webhook, metrics.clone()))
-        // Layers added later wrap the earlier ones: metrics sees the 413s of the limit.
-        .route_layer(RequestBodyLimitLayer::new(max_body_bytes))
+        // Layers added later wrap the earlier ones: the client check comes before the body
+        // is read, and metrics sees the 401s and 403s of the one and the 413s of the other.
+        .route_layer(RequestBodyLimitLayer::new(max_body_bytes));
+    if let Some(policy) = clients {
+        router = router.route_layer(axum::middleware::from_fn_with_state(
+            policy,
+            client_auth::require_client,
+        ));
+    }
+    router
         .route_layer(axum::middleware::from_fn_with_state(
             metrics.clone(),
             metrics::track,
@@ -328,7 +385,14 @@ pub async fn start(config: &ServeConfig, extender: Extender) -> anyhow::Result<R
     let main_addr = main_listener.local_addr()?;
     let admin_addr = admin_listener.local_addr()?;
 
-    let main_app = main_router_with(extender, &metrics, config.max_body_bytes).into_make_service();
+    let clients = config.client_ca.as_ref().map(|_| {
+        Arc::new(ClientPolicy {
+            extender: AllowedClients::new(config.extender_clients.iter().cloned()),
+            webhook: AllowedClients::new(config.webhook_clients.iter().cloned()),
+        })
+    });
+    let main_app =
+        main_router_for(extender, &metrics, config.max_body_bytes, clients).into_make_service();
     let main_handle = Handle::new();
     let (main_task, reloader) = match serving_cert {
         Some(cert) => {
@@ -356,6 +420,7 @@ pub async fn start(config: &ServeConfig, extender: Extender) -> anyhow::Result<R
     tracing::info!(
         address = %main_addr,
         tls = reloader.is_some(),
+        client_certificates = config.client_ca.is_some(),
         "listening on /scheduler/{{filter,prioritize,bind}} and /mutate"
     );
     tracing::info!(address = %admin_addr, "admin listening on /healthz, /readyz, /metrics");

@@ -1,13 +1,14 @@
-//! TLS for the main port: a rustls `ServerConfig` from PEM files, and a hot reload that
-//! survives Kubernetes Secret volume updates.
+//! TLS for the main port: a rustls `ServerConfig` from PEM files (with client certificate
+//! verification when `--client-ca` is given), and a hot reload that survives Kubernetes
+//! Secret volume updates.
 //!
 //! Loading uses `rustls::pki_types::pem::PemObject` (not the unmaintained rustls-pemfile,
 //! P4). ALPN offers `h2` then `http/1.1`: axum-server's connection builder detects either.
 //!
 //! Reload (P5): the kubelet updates a mounted Secret by swapping a `..data` symlink, which
 //! deafens an inotify watch on the file paths. [`ServingCert::spawn_reloader`] instead polls:
-//! every interval it reads both files (following the symlinks) and, when their bytes differ
-//! from the last pair it saw, builds a new config. Only a pair that parses, and whose key
+//! every interval it reads the files (following the symlinks) and, when their bytes differ
+//! from the last ones it saw, builds a new config. Only a pair that parses, and whose key
 //! matches the certificate, replaces the served one (atomically, through
 //! `RustlsConfig::reload_from_config`); anything else is logged and the previous certificate
 //! stays. A broken pair is not retried until one of the files changes again.
@@ -51,6 +52,14 @@ pub enum TlsError {
         /// The file.
         path: PathBuf,
     },
+    /// The `--client-ca` bundle cannot verify client certificates.
+    #[error("{path}: cannot use as the client CA: {message}")]
+    ClientCa {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
     /// rustls refused the pair (bad key, key not matching the certificate, ...).
     #[error("{cert} / {key}: {source}")]
     Rustls {
@@ -63,21 +72,27 @@ pub enum TlsError {
     },
 }
 
-/// The certificate chain and private key files (PEM), as mounted from a Secret.
+/// The certificate chain and private key files (PEM), as mounted from a Secret, and the CA
+/// bundle client certificates must chain to (`--client-ca`), when callers must present one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TlsFiles {
     /// Certificate chain, leaf first (`tls.crt`).
     pub cert: PathBuf,
     /// Private key, PKCS#8, PKCS#1 or SEC1 (`tls.key`).
     pub key: PathBuf,
+    /// CA certificates (PEM) that sign the callers' client certificates.
+    pub client_ca: Option<PathBuf>,
 }
+
+/// The bytes of the files last read: certificate, key, client CA (empty when none).
+type Seen = (Vec<u8>, Vec<u8>, Vec<u8>);
 
 /// The certificate being served, the files it came from, and the axum-server handle to swap
 /// it.
 pub struct ServingCert {
     files: TlsFiles,
     config: RustlsConfig,
-    seen: (Vec<u8>, Vec<u8>),
+    seen: Seen,
     metrics: Metrics,
 }
 
@@ -85,8 +100,8 @@ impl ServingCert {
     /// Loads `files` (an error if they do not form a valid pair) and records the expiry in
     /// `metrics`.
     pub async fn load(files: TlsFiles, metrics: Metrics) -> Result<Self, TlsError> {
-        let seen = read_pair(&files).await?;
-        let (config, not_after) = server_config(&files, &seen.0, &seen.1)?;
+        let seen = read_files(&files).await?;
+        let (config, not_after) = server_config(&files, &seen)?;
         log_loaded(&files, not_after, "loaded");
         if let Some(t) = not_after {
             metrics.set_cert_not_after(t);
@@ -107,14 +122,14 @@ impl ServingCert {
     /// Re-reads the files; when their bytes changed and form a valid pair, serves the new
     /// certificate. `Ok(true)` when swapped, `Ok(false)` when nothing changed.
     pub async fn reload_if_changed(&mut self) -> Result<bool, TlsError> {
-        let pair = read_pair(&self.files).await?;
+        let pair = read_files(&self.files).await?;
         if pair == self.seen {
             return Ok(false);
         }
         // Remember the pair even if it turns out broken: it is retried once a file changes
         // again, not on every tick.
         self.seen = pair;
-        let (config, not_after) = server_config(&self.files, &self.seen.0, &self.seen.1)?;
+        let (config, not_after) = server_config(&self.files, &self.seen)?;
         self.config.reload_from_config(config);
         if let Some(t) = not_after {
             self.metrics.set_cert_not_after(t);
@@ -160,8 +175,12 @@ fn log_loaded(files: &TlsFiles, not_after: Option<i64>, what: &str) {
     );
 }
 
-async fn read_pair(files: &TlsFiles) -> Result<(Vec<u8>, Vec<u8>), TlsError> {
-    Ok((read(&files.cert).await?, read(&files.key).await?))
+async fn read_files(files: &TlsFiles) -> Result<Seen, TlsError> {
+    let ca = match &files.client_ca {
+        Some(path) => read(path).await?,
+        None => Vec::new(),
+    };
+    Ok((read(&files.cert).await?, read(&files.key).await?, ca))
 }
 
 async fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
@@ -173,12 +192,16 @@ async fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
         })
 }
 
-/// Builds the server config for a PEM certificate chain and key; also returns the leaf's
-/// `notAfter` (unix seconds) when it can be read.
+/// Builds the server config for a PEM certificate chain and key (and, with a client CA, the
+/// verifier of client certificates); also returns the leaf's `notAfter` (unix seconds) when
+/// it can be read.
+///
+/// A client certificate, when presented, must chain to the client CA or the handshake fails;
+/// one that is not presented is let through the handshake so that the HTTP layer can answer
+/// 401 with a reason (`client_auth`) instead of a bare TLS alert.
 pub fn server_config(
     files: &TlsFiles,
-    cert_pem: &[u8],
-    key_pem: &[u8],
+    (cert_pem, key_pem, ca_pem): &Seen,
 ) -> Result<(Arc<ServerConfig>, Option<i64>), TlsError> {
     let chain = CertificateDer::pem_slice_iter(cert_pem)
         .collect::<Result<Vec<_>, _>>()
@@ -208,108 +231,65 @@ pub fn server_config(
     let provider = CryptoProvider::get_default()
         .cloned()
         .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()));
-    let mut config = ServerConfig::builder_with_provider(provider)
+    let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(rustls_error)?
-        .with_no_client_auth()
-        .with_single_cert(chain, key)
         .map_err(rustls_error)?;
+    let builder = match &files.client_ca {
+        None => builder.with_no_client_auth(),
+        Some(path) => {
+            let verifier = client_verifier(path, ca_pem, provider)?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder.with_single_cert(chain, key).map_err(rustls_error)?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok((Arc::new(config), not_after))
 }
 
-/// The `notAfter` of an X.509 certificate as unix seconds, read straight from the DER
-/// (Certificate → tbsCertificate → optional version, serial, signature, issuer, validity).
-/// `None` when the DER does not have that shape.
+/// The verifier of client certificates signed by the CAs in `ca_pem`.
+fn client_verifier(
+    path: &Path,
+    ca_pem: &[u8],
+    provider: Arc<CryptoProvider>,
+) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, TlsError> {
+    let cas = CertificateDer::pem_slice_iter(ca_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|source| TlsError::Pem {
+            path: path.to_path_buf(),
+            what: "client CA certificates",
+            source,
+        })?;
+    if cas.is_empty() {
+        return Err(TlsError::NoCertificate {
+            path: path.to_path_buf(),
+        });
+    }
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in cas {
+        roots.add(ca).map_err(|source| TlsError::ClientCa {
+            path: path.to_path_buf(),
+            message: source.to_string(),
+        })?;
+    }
+    rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+        .allow_unauthenticated()
+        .build()
+        .map_err(|e| TlsError::ClientCa {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })
+}
+
+/// The `notAfter` of an X.509 certificate as unix seconds; `None` when the DER is not a
+/// certificate.
 pub fn cert_not_after(der: &[u8]) -> Option<i64> {
-    let (cert, _) = der_element(der, 0x30)?;
-    let (mut tbs, _) = der_element(cert, 0x30)?;
-    if tbs.first() == Some(&0xa0) {
-        tbs = der_element(tbs, 0xa0)?.1; // explicit [0] version
-    }
-    let tbs = der_element(tbs, 0x02)?.1; // serialNumber
-    let tbs = der_element(tbs, 0x30)?.1; // signature algorithm
-    let tbs = der_element(tbs, 0x30)?.1; // issuer
-    let (validity, _) = der_element(tbs, 0x30)?;
-    let tag = *validity.first()?;
-    let (_, rest) = der_element(validity, tag)?; // notBefore
-    let tag = *rest.first()?;
-    let (time, _) = der_element(rest, tag)?;
-    let time = std::str::from_utf8(time).ok()?;
-    match tag {
-        0x17 => {
-            // UTCTime YYMMDDHHMMSSZ; years 50..99 are 19xx (RFC 5280).
-            let yy: i64 = time.get(0..2)?.parse().ok()?;
-            let year = if yy >= 50 { 1900 + yy } else { 2000 + yy };
-            unix_seconds(year, time.get(2..)?)
-        }
-        0x18 => unix_seconds(time.get(0..4)?.parse().ok()?, time.get(4..)?), // GeneralizedTime
-        _ => None,
-    }
-}
-
-/// Splits one DER element with tag `tag` off the front of `input`: (contents, rest).
-fn der_element(input: &[u8], tag: u8) -> Option<(&[u8], &[u8])> {
-    let (&t, rest) = input.split_first()?;
-    if t != tag {
-        return None;
-    }
-    let (&first, mut rest) = rest.split_first()?;
-    let len = if first < 0x80 {
-        usize::from(first)
-    } else {
-        let n = usize::from(first & 0x7f);
-        if n == 0 || n > 4 || rest.len() < n {
-            return None;
-        }
-        let len = rest[..n]
-            .iter()
-            .fold(0usize, |acc, &b| (acc << 8) | usize::from(b));
-        rest = &rest[n..];
-        len
-    };
-    (rest.len() >= len).then(|| rest.split_at(len))
-}
-
-/// `MMDDHHMMSSZ` of year `year` as unix seconds (UTC only, as RFC 5280 requires).
-fn unix_seconds(year: i64, rest: &str) -> Option<i64> {
-    if rest.len() != 11 || !rest.ends_with('Z') {
-        return None;
-    }
-    let field = |i: usize| -> Option<i64> { rest.get(i..i + 2)?.parse().ok() };
-    let (month, day) = (field(0)?, field(2)?);
-    let (hour, minute, second) = (field(4)?, field(6)?, field(8)?);
-    if !(1..=12).contains(&month)
-        || !(1..=31).contains(&day)
-        || hour > 23
-        || minute > 59
-        || second > 60
-    {
-        return None;
-    }
-    // Days from civil (Howard Hinnant's algorithm).
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some(days * 86_400 + hour * 3_600 + minute * 60 + second)
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    Some(cert.validity().not_after.timestamp())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn civil_dates_to_unix() {
-        assert_eq!(unix_seconds(1970, "0101000000Z"), Some(0));
-        assert_eq!(unix_seconds(2000, "0301000000Z"), Some(951_868_800));
-        assert_eq!(unix_seconds(2038, "0119031408Z"), Some(2_147_483_648));
-        assert_eq!(unix_seconds(2024, "1301000000Z"), None);
-        assert_eq!(unix_seconds(2024, "0101000000"), None);
-    }
 
     #[test]
     fn not_after_is_read_from_real_certificates() {
