@@ -745,6 +745,14 @@ async fn a_second_gang_cannot_take_the_first_gangs_seats() {
     );
     for reason in why.values() {
         assert!(reason.contains("Job ml/gang-c"), "{reason}");
+        // Gang b is bound; only gang a's seats, not bound yet, are what keeps gang c out.
+        assert!(
+            reason.ends_with(
+                "; 4 more would fit on capacity held by 1 plan (Job ml/gang-a) for pods not \
+                 bound yet"
+            ),
+            "{reason}"
+        );
     }
     let s = extender.stats();
     assert_eq!((s.plans_made, s.groups_not_fit), (2, 1), "{s:?}");
@@ -797,6 +805,13 @@ async fn a_lone_pod_stays_off_held_capacity() {
         .collect();
     assert_eq!(passed, expected, "{v}");
     assert_eq!(failed(&v).keys().cloned().collect::<Vec<_>>(), held, "{v}");
+    for reason in failed(&v).values() {
+        assert_eq!(
+            reason,
+            "node(s) have their free capacity held by 1 plan (Job ml/gang-a) for pods not \
+             bound yet"
+        );
+    }
 
     // Same answer from the node objects.
     let v = filter_full(&router, &web, &wire_nodes(3)).await;

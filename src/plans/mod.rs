@@ -17,6 +17,9 @@
 //!   every other decision, on any flavor; binding turns a seat into usage on its node (in the
 //!   state, before the watch shows it); a plan whose pods stop coming for the TTL **expires**
 //!   and gives its open seats back.
+//! * A rejection that holds cause says so and names the plans holding the room (`held by 2
+//!   plans (Job default/a, Job default/b) for pods not bound yet`); one they do not cause never
+//!   mentions them ([`holders`]).
 //! * A bind is two-phase ([`PlanBook::begin_bind`], then [`PlanBook::commit_bind`] or
 //!   [`PlanBook::abort_bind`]) so that the Binding can be written to the API server in between
 //!   with the seat still held; a failed Binding frees the seat.
@@ -47,12 +50,13 @@ use crate::topology::placement::{
     Assignment, GroupRequest, PlacementContext, cmp_values, place_group,
 };
 use crate::topology::tree::{DomainIdx, TopologyTree};
-use crate::topology::{FeatureGates, PodSetSpec, ResourceList};
+use crate::topology::{FeatureGates, PodSetSpec, ResourceList, TopologyRequest};
 
 pub use crate::cluster::group::GroupKey;
 
 mod group;
 mod held;
+mod holders;
 mod successor;
 #[cfg(test)]
 mod tests;
@@ -289,6 +293,8 @@ struct Plan {
     flavor: Arc<FlavorTopology>,
     /// One pod's requests (the PodSet's template).
     requests: ResourceList,
+    /// The PodSet as it was planned (its pods' node filters, for extra seats).
+    template: PodSetSpec,
     /// The level the request names (required or preferred), for extra seats and messages.
     level: Option<usize>,
     seats: Vec<Seat>,
@@ -755,9 +761,12 @@ impl PlanBook {
                     self.held.at(node_id)
                 };
                 if !state.room_for(node_id, held, &requests) {
+                    let why = match held.and_then(|_| self.held_room(state, node_id, &requests)) {
+                        Some(held) => format!(": its free capacity is {held}"),
+                        None => " once the pods on it are counted".to_string(),
+                    };
                     return Err(BindError(format!(
-                        "node {node} has no room for pod {namespace}/{name} once the pods on \
-                         it and the capacity kube-tas holds for pod groups are counted"
+                        "node {node} has no room for pod {namespace}/{name}{why}"
                     )));
                 }
             }
@@ -1214,10 +1223,16 @@ impl PlanBook {
                     &request,
                 )
                 .is_ok();
+                // Holds of other groups' plans in the way are said after Kueue's words.
+                let mut message = not_fit.message.clone();
+                if let Some(note) = self.held_note(state, group, &flavor, &ctx, &request, &not_fit)
+                {
+                    message = format!("{message}; {note}");
+                }
                 return Err(UnitFailure {
                     key: key_of(workers_set),
                     pods: workers_set.spec.count + leader_set.map_or(0, |l| l.spec.count),
-                    message: not_fit.message,
+                    message,
                     unresolvable: !fits_empty,
                 });
             }
@@ -1228,6 +1243,7 @@ impl PlanBook {
             let mut plan = Plan {
                 flavor: flavor.clone(),
                 requests: set.spec.requests.clone(),
+                template: set.spec.clone(),
                 level,
                 seats: Vec::new(),
                 by_uid: HashMap::new(),
@@ -1339,8 +1355,10 @@ impl PlanBook {
         }
     }
 
-    /// One more seat for a PodSet whose seats are all taken (a replacement pod): inside the
-    /// plan's domain, on capacity nobody holds.
+    /// One more seat for a PodSet whose seats are all taken (a pod made in place of one that
+    /// took a seat and went away before it was bound): inside the plan's domain, on capacity
+    /// nobody holds, on a node the PodSet's pods may use (their tolerations, nodeSelector and
+    /// node affinity, as the plan was placed).
     fn extra_seat(
         &mut self,
         state: &ClusterState,
@@ -1351,11 +1369,17 @@ impl PlanBook {
         let flavor = plan.flavor.clone();
         let requests = plan.requests.clone();
         let within = plan.domain();
+        // One pod anywhere inside the plan's domain: the domain already carries the request's
+        // level, and a single pod breaks no slice.
         let one = PodSetSpec {
-            name: key.pod_set.clone(),
             count: 1,
             requests: requests.clone(),
-            ..Default::default()
+            topology: Some(TopologyRequest {
+                unconstrained: Some(true),
+                ..Default::default()
+            }),
+            implied: false,
+            ..plan.template.clone()
         };
         let free = self.free_capacity(state, &flavor);
         let ctx = PlacementContext {
@@ -1365,21 +1389,17 @@ impl PlanBook {
             flavor_name: &flavor.name,
             flavor_tolerations: &flavor.tolerations,
         };
-        let placed = place_group(
-            &ctx,
-            &GroupRequest {
-                workers: &one,
-                leader: None,
-                within,
-            },
-        );
+        let request = GroupRequest {
+            workers: &one,
+            leader: None,
+            within,
+        };
+        let placed = place_group(&ctx, &request);
         let Some((leaf, _)) = placed.ok().and_then(|p| p.workers.domains.first().copied()) else {
             return Err(Rejection {
-                reason: format!(
-                    "node(s) have no room for another pod of {key}: every seat of its plan is \
-                     taken and its domain is full"
-                )
-                .into(),
+                reason: self
+                    .no_extra_seat(state, key, &flavor, &ctx, &request)
+                    .into(),
                 unresolvable: false,
             });
         };
@@ -1401,7 +1421,10 @@ impl PlanBook {
         Ok(s)
     }
 
-    /// A pod with no group: any candidate, except where plans hold the room it needs.
+    /// A pod with no group: any candidate, except where plans hold the room it needs. A node
+    /// it would fit but for the holds is turned down naming the plans that hold it (one reason
+    /// for all such nodes, so the scheduler's tally stays one line); a node it would not fit
+    /// even without them is turned down without blaming them.
     fn lone_filter(
         &self,
         state: &ClusterState,
@@ -1412,10 +1435,8 @@ impl PlanBook {
         if self.held.is_empty() {
             return FilterVerdict::Except { rejected };
         }
-        let reason: Rejection = Rejection {
-            reason: "node(s) have their free capacity held by kube-tas for a pod group".into(),
-            unresolvable: false,
-        };
+        let mut held_back: Vec<(usize, NodeId)> = Vec::new();
+        let mut full: Vec<usize> = Vec::new();
         for (i, name) in candidates.iter().enumerate() {
             let Some(id) = state.node_id(name) else {
                 continue;
@@ -1424,9 +1445,36 @@ impl PlanBook {
                 continue;
             };
             if !state.room_for(id, Some(held), &facts.requests) {
-                rejected.push((i, reason.clone()));
+                if state.room_for(id, None, &facts.requests) {
+                    held_back.push((i, id));
+                } else {
+                    full.push(i);
+                }
             }
         }
+        if !held_back.is_empty() {
+            let nodes: std::collections::HashSet<NodeId> =
+                held_back.iter().map(|&(_, id)| id).collect();
+            let plans = self.plans_holding(|id| nodes.contains(&id));
+            let reason = Rejection {
+                reason: format!(
+                    "node(s) have their free capacity {} for pods not bound yet",
+                    holders::held_by(&plans, None)
+                )
+                .into(),
+                unresolvable: false,
+            };
+            rejected.extend(held_back.iter().map(|&(i, _)| (i, reason.clone())));
+        }
+        if !full.is_empty() {
+            let reason = Rejection {
+                reason: "node(s) have no room for the pod once the pods bound to them are counted"
+                    .into(),
+                unresolvable: false,
+            };
+            rejected.extend(full.into_iter().map(|i| (i, reason.clone())));
+        }
+        rejected.sort_by_key(|(i, _)| *i);
         FilterVerdict::Except { rejected }
     }
 
@@ -1658,9 +1706,7 @@ fn describe_seat(plan: &Plan, seat: &Seat) -> String {
         Some(l) => tree.ancestor_at(seat.leaf, l),
         None => seat.leaf,
     };
-    let domain = &tree.domains[d];
-    let value = domain.values.last().cloned().unwrap_or_default();
-    format!("{} {value}", level_noun(&tree.levels[domain.level]))
+    holders::describe_domain(tree, d)
 }
 
 /// A level's short name: `cloud.provider.com/topology-rack` → `rack`, the hostname → `host`.

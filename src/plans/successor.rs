@@ -90,9 +90,15 @@ impl PlanBook {
                     ));
                 }
                 if !state.room_for(node, self.held.at(node), &facts.requests) {
-                    return waits(format!(
-                        "{name} has not failed for {group} ({why}) and has no room left for the pod"
-                    ));
+                    return waits(match self.held_room(state, node, &facts.requests) {
+                        Some(held) => format!(
+                            "{name} has not failed for {group} ({why}) and its room is {held}"
+                        ),
+                        None => format!(
+                            "{name} has not failed for {group} ({why}) and has no room left for \
+                             the pod"
+                        ),
+                    });
                 }
                 let reason = match why {
                     KeptBecause::Healthy => format!(

@@ -1247,4 +1247,5 @@ fn notices_say_what_happened_to_a_group_once() {
     assert!(expired[0].note.contains("2 seat(s)"), "{notices:?}");
 }
 
+mod held_messages;
 mod hot_swap;

@@ -112,6 +112,17 @@ pub fn sliced(mut tr: TopologyRequest, layers: &[(&str, i32)]) -> TopologyReques
     tr
 }
 
+/// The tree of Topology `default` over `nodes` with the given levels.
+pub fn tree(levels: &[&str], nodes: &[NodeInfo]) -> TopologyTree {
+    let levels: Vec<String> = levels.iter().map(|s| s.to_string()).collect();
+    TopologyTree::build(
+        "default",
+        &levels,
+        &BTreeMap::new(),
+        nodes.iter().cloned().map(std::sync::Arc::new),
+    )
+}
+
 /// Places one PodSet on nodes with the given levels; returns `"b1/r1/x1" → pods`.
 pub fn place(
     levels: &[&str],
@@ -119,13 +130,7 @@ pub fn place(
     ps: &PodSetSpec,
     gates: &FeatureGates,
 ) -> Result<BTreeMap<String, i64>, String> {
-    let levels: Vec<String> = levels.iter().map(|s| s.to_string()).collect();
-    let tree = TopologyTree::build(
-        "default",
-        &levels,
-        &BTreeMap::new(),
-        nodes.iter().cloned().map(std::sync::Arc::new),
-    );
+    let tree = tree(levels, nodes);
     let free = FreeCapacity::empty(&tree);
     let ctx = PlacementContext {
         tree: &tree,

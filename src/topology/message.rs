@@ -53,11 +53,25 @@ impl Exclusions {
     }
 }
 
+/// How much of a request fit, as Kueue's `allows to fit only F out of N pod(s)` (or
+/// `slice(s)`) counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counted {
+    /// Units that fit (`F`).
+    pub fit: i64,
+    /// Units the request needs (`N`).
+    pub need: i64,
+    /// `pod` or `slice`.
+    pub unit: &'static str,
+}
+
 /// A group that cannot be placed, with the reason a person reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NotFit {
     /// The reason, in Kueue's wording where Kueue has one.
     pub message: String,
+    /// The counts the message states, when it is the single-layer "fit F out of N" form.
+    pub counted: Option<Counted>,
 }
 
 impl NotFit {
@@ -65,6 +79,7 @@ impl NotFit {
     pub fn plain(message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
+            counted: None,
         }
     }
 }

@@ -19,6 +19,7 @@ pub mod placement;
 mod properties;
 pub mod request;
 pub mod resources;
+pub mod room;
 pub mod tree;
 
 pub use gates::FeatureGates;

@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::Toleration;
 use super::capacity::FreeCapacity;
 use super::counting::{DenseRequest, DomainCounts, aggregate};
 use super::gates::FeatureGates;
-use super::message::{Exclusions, NotFit};
+use super::message::{Counted, Exclusions, NotFit};
 use super::node;
 use super::request::PodSetSpec;
 use super::resources::with_pod_slot;
@@ -112,6 +112,45 @@ pub fn place_group(
     };
     let leaves = eval.descend(level, domains, balanced);
     Ok(eval.build(&leaves, group.leader.is_some()))
+}
+
+/// The leaves the group's workers may use at all: those inside its domain that pass the pods'
+/// node filters (taints against their and the flavor's tolerations, nodeSelector, required
+/// node affinity), whatever their free capacity. For messages about a group that does not fit.
+pub fn eligible_leaves(
+    ctx: &PlacementContext<'_>,
+    group: &GroupRequest<'_>,
+) -> Result<Vec<DomainIdx>, NotFit> {
+    let eval = Evaluation::new(ctx, group)?;
+    let filters = eval.node_filters()?;
+    Ok(ctx
+        .tree
+        .leaves()
+        .iter()
+        .copied()
+        .filter(|&leaf| {
+            eval.node_filter_out(&filters, leaf).is_none() && !eval.outside_domain(leaf)
+        })
+        .collect())
+}
+
+/// The node filters of one evaluation, parsed once.
+struct NodeFilters {
+    tolerations: Vec<Toleration>,
+    required: Option<node::RequiredAffinity>,
+    preferred: Option<node::PreferredAffinity>,
+}
+
+/// Why the node filters keep a group off a leaf.
+enum FilteredOut {
+    /// A hostname leaf without its node (never counted, never excluded).
+    NoNode,
+    /// An untolerated taint, as `key=value:Effect`.
+    Taint(String),
+    /// The pods' nodeSelector does not match the node.
+    NodeSelector,
+    /// Their required node affinity does not match the node.
+    Affinity,
 }
 
 /// Scratch state of one evaluation.
@@ -238,8 +277,9 @@ impl<'a> Evaluation<'a> {
         })
     }
 
-    /// Phase 1: counts at the leaves (after the node filters), then up the tree.
-    fn fill_in_counts(&mut self) -> Result<(), NotFit> {
+    /// The node filters of the workers' pods: tolerations (theirs and the flavor's) and the
+    /// node affinity, parsed once per evaluation. Affinity applies only where leaves are nodes.
+    fn node_filters(&self) -> Result<NodeFilters, NotFit> {
         let tree = self.ctx.tree;
         let w = self.group.workers;
         let mut tolerations: Vec<Toleration> = w.tolerations.clone();
@@ -264,37 +304,73 @@ impl<'a> Evaluation<'a> {
             } else {
                 None
             };
+        Ok(NodeFilters {
+            tolerations,
+            required,
+            preferred,
+        })
+    }
+
+    /// Why the node filters keep the workers off a leaf (Kueue's order: taints, nodeSelector,
+    /// required affinity), or `None` when they pass it. Leaves that are not nodes pass.
+    fn node_filter_out(&self, filters: &NodeFilters, leaf: DomainIdx) -> Option<FilteredOut> {
+        let tree = self.ctx.tree;
+        if !tree.hostname_lowest {
+            return None;
+        }
+        let Some(n) = tree.leaf_node(leaf) else {
+            return Some(FilteredOut::NoNode);
+        };
+        if let Some(taint) = node::first_untolerated_taint(&n.taints, &filters.tolerations) {
+            return Some(FilteredOut::Taint(node::taint_to_string(taint)));
+        }
+        if !node::matches_node_selector(&n.labels, &self.group.workers.node_selector) {
+            return Some(FilteredOut::NodeSelector);
+        }
+        if let Some(aff) = &filters.required
+            && !aff.matches(n)
+        {
+            return Some(FilteredOut::Affinity);
+        }
+        None
+    }
+
+    /// The leaf lies outside the domain the group must stay in.
+    fn outside_domain(&self, leaf: DomainIdx) -> bool {
+        let tree = self.ctx.tree;
+        self.group
+            .within
+            .is_some_and(|within| tree.ancestor_at(leaf, tree.domains[within].level) != within)
+    }
+
+    /// Phase 1: counts at the leaves (after the node filters), then up the tree.
+    fn fill_in_counts(&mut self) -> Result<(), NotFit> {
+        let tree = self.ctx.tree;
+        let filters = self.node_filters()?;
         for &leaf in tree.leaves() {
             self.exclusions.total_nodes += 1;
-            if tree.hostname_lowest {
-                let Some(n) = tree.leaf_node(leaf) else {
-                    continue;
-                };
-                if let Some(taint) = node::first_untolerated_taint(&n.taints, &tolerations) {
-                    *self
-                        .exclusions
-                        .taints
-                        .entry(node::taint_to_string(taint))
-                        .or_default() += 1;
+            match self.node_filter_out(&filters, leaf) {
+                Some(FilteredOut::NoNode) => continue,
+                Some(FilteredOut::Taint(taint)) => {
+                    *self.exclusions.taints.entry(taint).or_default() += 1;
                     continue;
                 }
-                if !node::matches_node_selector(&n.labels, &w.node_selector) {
+                Some(FilteredOut::NodeSelector) => {
                     self.exclusions.node_selector += 1;
                     continue;
                 }
-                if let Some(aff) = &required
-                    && !aff.matches(n)
-                {
+                Some(FilteredOut::Affinity) => {
                     self.exclusions.affinity += 1;
                     continue;
                 }
-                if let Some(pref) = &preferred {
-                    self.counts[leaf].affinity = pref.score(n);
-                }
+                None => {}
             }
-            if let Some(within) = self.group.within
-                && tree.ancestor_at(leaf, tree.domains[within].level) != within
+            if let Some(pref) = &filters.preferred
+                && let Some(n) = tree.leaf_node(leaf)
             {
+                self.counts[leaf].affinity = pref.score(n);
+            }
+            if self.outside_domain(leaf) {
                 self.exclusions.topology_domain += 1;
                 continue;
             }
@@ -678,6 +754,7 @@ impl<'a> Evaluation<'a> {
     pub fn not_fit(&self, fit: i64, need: i64, lvl: usize) -> NotFit {
         let tree = self.ctx.tree;
         let name = &tree.topology_name;
+        let mut counted = None;
         let mut msg = if self.p.layers.len() >= 2 {
             let best = tree.by_level[lvl].iter().copied().max_by(|&a, &b| {
                 self.counts[a]
@@ -708,6 +785,7 @@ impl<'a> Evaluation<'a> {
             } else {
                 "slice"
             };
+            counted = Some(Counted { fit, need, unit });
             if fit == 0 {
                 format!("topology \"{name}\" doesn't allow to fit any of {need} {unit}(s)")
             } else {
@@ -715,7 +793,10 @@ impl<'a> Evaluation<'a> {
             }
         };
         msg.push_str(&self.exclusions.suffix());
-        NotFit::plain(msg)
+        NotFit {
+            message: msg,
+            counted,
+        }
     }
 }
 
@@ -898,6 +979,109 @@ mod tests {
             got,
             Err("topology \"default\" allows to fit only 3 out of 4 pod(s)".to_string())
         );
+    }
+
+    #[test]
+    fn a_counted_failure_carries_its_counts() {
+        let t = tree(
+            &[BLOCK, RACK, HOST],
+            &[host("x1", "b1", "r1", 2), host("x2", "b1", "r2", 3)],
+        );
+        let free = FreeCapacity::empty(&t);
+        let gates = FeatureGates::default();
+        let ctx = PlacementContext {
+            tree: &t,
+            free: &free,
+            gates: &gates,
+            flavor_name: "tas",
+            flavor_tolerations: &[],
+        };
+        let ps = podset(4, 1, required(RACK));
+        let group = GroupRequest {
+            workers: &ps,
+            leader: None,
+            within: None,
+        };
+        let e = place_group(&ctx, &group).unwrap_err();
+        assert_eq!(
+            e.counted,
+            Some(Counted {
+                fit: 3,
+                need: 4,
+                unit: "pod"
+            })
+        );
+        let ps = podset(1, 1, sliced(required(BLOCK), &[("nope", 1)]));
+        let group = GroupRequest {
+            workers: &ps,
+            ..group
+        };
+        assert_eq!(place_group(&ctx, &group).unwrap_err().counted, None);
+    }
+
+    #[test]
+    fn eligible_leaves_apply_the_node_filters_and_the_domain() {
+        let pooled = |name: &str, rack: &str| {
+            NodeBuilder::new(name)
+                .block("b1")
+                .rack(rack)
+                .cpu(1)
+                .label("pool", "a")
+                .build()
+        };
+        let mut tainted = pooled("x2", "r1");
+        tainted.taints.push(k8s_openapi::api::core::v1::Taint {
+            key: "dedicated".into(),
+            value: Some("ml".into()),
+            effect: "NoSchedule".into(),
+            ..Default::default()
+        });
+        let nodes = [
+            pooled("x1", "r1"),
+            tainted,
+            host("x3", "b1", "r2", 1),
+            pooled("x4", "r2"),
+        ];
+        let t = tree(&[BLOCK, RACK, HOST], &nodes);
+        // Capacity plays no part: nothing is free.
+        let free = FreeCapacity::zero(&t);
+        let gates = FeatureGates::default();
+        let ctx = PlacementContext {
+            tree: &t,
+            free: &free,
+            gates: &gates,
+            flavor_name: "tas",
+            flavor_tolerations: &[],
+        };
+        let mut ps = podset(1, 1, required(RACK));
+        ps.node_selector.insert("pool".into(), "a".into());
+        let names = |ctx: &PlacementContext<'_>, within: Option<DomainIdx>| -> Vec<String> {
+            let group = GroupRequest {
+                workers: &ps,
+                leader: None,
+                within,
+            };
+            eligible_leaves(ctx, &group)
+                .unwrap()
+                .iter()
+                .map(|&l| t.domains[l].values.join("/"))
+                .collect()
+        };
+        assert_eq!(names(&ctx, None), ["b1/r1/x1", "b1/r2/x4"]);
+        let r2 = (0..t.domains.len())
+            .find(|&d| t.domains[d].values == ["b1", "r2"])
+            .unwrap();
+        assert_eq!(names(&ctx, Some(r2)), ["b1/r2/x4"]);
+        let tolerate = [k8s_openapi::api::core::v1::Toleration {
+            key: Some("dedicated".into()),
+            operator: Some("Exists".into()),
+            ..Default::default()
+        }];
+        let tolerant = PlacementContext {
+            flavor_tolerations: &tolerate,
+            ..ctx
+        };
+        assert_eq!(names(&tolerant, None), ["b1/r1/x1", "b1/r1/x2", "b1/r2/x4"]);
     }
 
     #[test]

@@ -29,3 +29,37 @@ pub fn with_pod_slot(requests: &ResourceList) -> ResourceList {
     *r.entry(PODS.to_string()).or_insert(0) += 1;
     r
 }
+
+/// An amount as a person reads it in a message: cores for CPU (`4`, `3500m`), `Gi`/`Mi` for
+/// memory and ephemeral storage when whole, the plain number otherwise.
+pub fn show_amount(resource: &str, value: i64) -> String {
+    const GI: i64 = 1 << 30;
+    const MI: i64 = 1 << 20;
+    match resource {
+        CPU if value % 1000 == 0 => (value / 1000).to_string(),
+        CPU => format!("{value}m"),
+        "memory" | "ephemeral-storage" if value != 0 && value % GI == 0 => {
+            format!("{}Gi", value / GI)
+        }
+        "memory" | "ephemeral-storage" if value != 0 && value % MI == 0 => {
+            format!("{}Mi", value / MI)
+        }
+        _ => value.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn amounts_read_as_people_write_them() {
+        assert_eq!(show_amount("cpu", 4000), "4");
+        assert_eq!(show_amount("cpu", 3500), "3500m");
+        assert_eq!(show_amount("memory", 16 << 30), "16Gi");
+        assert_eq!(show_amount("memory", 512 << 20), "512Mi");
+        assert_eq!(show_amount("memory", 1000), "1000");
+        assert_eq!(show_amount("pods", 0), "0");
+        assert_eq!(show_amount("nvidia.com/gpu", 8), "8");
+    }
+}

@@ -14,8 +14,13 @@ use super::*;
 /// r1 leave exactly 2 cpu there (1 per host): as tight as r2's room once a host of r2 is lost,
 /// and first by name, so a placement that forgot the running pods would take r1.
 fn running_train(gates: &str) -> TestBook {
+    running_train_with(gates, "")
+}
+
+/// [`running_train`] with more documents (`more`: Jobs, pods) in the cluster.
+fn running_train_with(gates: &str, more: &str) -> TestBook {
     let extra = format!(
-        "{}{}{}{}{}{}{}",
+        "{}{}{}{}{}{}{}{more}",
         job_yaml("train", 4, 1, RACK),
         bound_job_pod_yaml("train", 0, 1, "b1-r2-h1"),
         bound_job_pod_yaml("train", 1, 1, "b1-r2-h1"),
@@ -535,4 +540,40 @@ fn a_pod_kueue_manages_is_passed_through_never_planned_and_binds_on_held_capacit
         FilterVerdict::Only { pass, .. } => assert!(pass.is_empty()),
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn a_pod_pinned_to_its_predecessors_node_is_told_when_a_plan_holds_the_room_there() {
+    // Pod 1 leaves b1-r2-h1 (healthy), which then has 3 cpu free; `other` (3 x 1 cpu, one
+    // rack) is planned onto exactly those 3 cpu before pod 1's successor comes.
+    let mut b = running_train_with("", &job_yaml("other", 3, 1, RACK));
+    lose(&mut b, "train", 1);
+    let t0 = Instant::now();
+    let other = seats(&mut b, "other", 3, 1, t0);
+    assert!(other.iter().all(|n| n == "b1-r2-h1"), "{other:?}");
+    let (pass, reason) = filter_recreated(&mut b, 1);
+    assert!(pass.is_empty(), "{pass:?}");
+    assert!(
+        reason.contains("b1-r2-h1 has not failed for Job default/train")
+            && reason
+                .contains("its room is held by 1 plan (Job default/other) for pods not bound yet"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn a_pod_pinned_to_a_node_pods_fill_is_not_told_of_holds() {
+    // As above, but a pod outside any group is bound on b1-r2-h1's 3 free cpu.
+    let mut b = running_train_with("", &job_yaml("other", 3, 1, RACK));
+    lose(&mut b, "train", 1);
+    let t0 = Instant::now();
+    let names = all_nodes(&b);
+    let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
+    let _ = b.filter(&lone_pod("squat", 3), &candidates, t0);
+    b.bind("default", "squat", "uid-squat", "b1-r2-h1", t0)
+        .unwrap();
+    let (pass, reason) = filter_recreated(&mut b, 1);
+    assert!(pass.is_empty(), "{pass:?}");
+    assert!(reason.contains("has no room left for the pod"), "{reason}");
+    assert!(!reason.contains("held"), "{reason}");
 }

@@ -1,0 +1,433 @@
+//! What a rejection says when capacity that plans hold (seats whose pods are not bound yet)
+//! is what keeps a pod or a gang out, and what it says when the room is really not there: a
+//! gang planned on free capacity net of holds, an extra seat for a pod past its plan's seats,
+//! a pod outside any group (filter and bind). Each message is checked in both situations; the
+//! version without holds in the way never mentions them.
+
+use super::*;
+
+/// The pod the Job controller creates in place of pod `index` of `job` that took a seat and
+/// went away before it was bound (same completion index, new name and uid).
+fn again(job: &str, index: usize, cpu: u32) -> Pod {
+    let mut pod = job_pod(job, index, cpu);
+    pod.metadata.name = Some(format!("{job}-{index}-again"));
+    pod.metadata.uid = Some(format!("uid-{job}-{index}-again"));
+    pod
+}
+
+/// What filter answers a group pod: the nodes that pass, the reason for the rest and whether
+/// preemption cannot help.
+fn answer(b: &mut TestBook, pod: &Pod, now: Instant) -> (Vec<String>, String, bool) {
+    let names = all_nodes(b);
+    let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
+    match b.filter(pod, &candidates, now) {
+        FilterVerdict::Only { pass, rejected } => (
+            pass.iter().map(|&i| names[i].clone()).collect(),
+            rejected.reason.to_string(),
+            rejected.unresolvable,
+        ),
+        other => panic!("a group pod gets Only, got {other:?}"),
+    }
+}
+
+/// What filter answers a pod outside any group: the turned-down nodes with their reasons.
+fn lone_answer(b: &mut TestBook, pod: &Pod, now: Instant) -> Vec<(String, String)> {
+    let names = all_nodes(b);
+    let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
+    match b.filter(pod, &candidates, now) {
+        FilterVerdict::Except { rejected } => rejected
+            .iter()
+            .map(|(i, why)| (names[*i].clone(), why.reason.to_string()))
+            .collect(),
+        other => panic!("a lone pod gets Except, got {other:?}"),
+    }
+}
+
+fn job_key(name: &str) -> GroupKey {
+    GroupKey {
+        kind: WorkloadKind::Job,
+        namespace: "default".into(),
+        name: name.into(),
+    }
+}
+
+/// Holds and plans are never blamed for a rejection they did not cause.
+fn assert_no_holds_blamed(reason: &str) {
+    assert!(
+        !reason.contains("held")
+            && !reason.contains("hold")
+            && !reason.contains(" plan (")
+            && !reason.contains(" plans ("),
+        "holds are not what keeps it out, yet the message says so: {reason}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Extra seats: a pod of a PodSet whose seats are all taken
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn a_pod_past_its_plans_seats_gets_a_seat_where_its_rack_has_room() {
+    // One rack: b1-r1-h1 (4 cpu free) and b1-r1-h2 (3 cpu free, a filler uses 1). Job `train`
+    // (4 x 1 cpu) fits exactly on h1. Pod 3 takes its seat and goes away before it is bound;
+    // the pod the Job controller makes in its place finds every seat taken: it gets one more
+    // seat in the rack, on h2's 3 free cpu (it used to be told "its domain is full").
+    let extra = format!(
+        "{}{}",
+        filler_pod_yaml("f", 1, "b1-r1-h2"),
+        job_yaml("train", 4, 1, RACK)
+    );
+    let mut b = book(1, &extra);
+    let t0 = Instant::now();
+    let nodes = seats(&mut b, "train", 4, 1, t0);
+    assert!(nodes.iter().all(|n| n == "b1-r1-h1"), "{nodes:?}");
+    let (pass, reason, _) = answer(&mut b, &again("train", 3, 1), t0);
+    assert_eq!(pass, ["b1-r1-h2"], "{reason}");
+    assert_eq!(b.stats().seats_held, 5);
+    // It binds there like any seat.
+    b.bind(
+        "default",
+        "train-3-again",
+        "uid-train-3-again",
+        "b1-r1-h2",
+        t0,
+    )
+    .unwrap();
+    assert_eq!(cpu_used(&b, "b1-r1-h2"), 2000);
+}
+
+#[test]
+fn an_extra_seat_keeps_the_pod_sets_node_selector() {
+    // Only b1-r1-h2 has `pool: a`, which the Job's template selects: its 2 seats are there
+    // (2 cpu left). b1-r1-h1 has 1 cpu left, the tighter fit for one more pod, but the pod
+    // cannot go there: its extra seat is on h2.
+    let yaml = base_yaml(1).replace(
+        "    kubernetes.io/hostname: b1-r1-h2\n",
+        "    kubernetes.io/hostname: b1-r1-h2\n    pool: a\n",
+    ) + &filler_pod_yaml("f", 3, "b1-r1-h1")
+        + &job_yaml("train", 2, 1, RACK).replace(
+            "      restartPolicy: Never\n",
+            "      restartPolicy: Never\n      nodeSelector:\n        pool: a\n",
+        );
+    let mut b = TestBook::new(load(&yaml), TTL);
+    let t0 = Instant::now();
+    assert_eq!(seats(&mut b, "train", 2, 1, t0), ["b1-r1-h2", "b1-r1-h2"]);
+    let (pass, reason, _) = answer(&mut b, &again("train", 1, 1), t0);
+    assert_eq!(pass, ["b1-r1-h2"], "{reason}");
+}
+
+#[test]
+fn an_extra_seat_keeps_the_pod_sets_tolerations() {
+    // Both hosts of the rack carry a NoSchedule taint the Job's template tolerates (the
+    // flavor does not): the extra seat is placed with the template's tolerations.
+    let yaml = base_yaml(1).replace(
+        "    node-group: tas\nspec: {}\n",
+        "    node-group: tas\nspec:\n  taints:\n  - {key: dedicated, value: ml, effect: NoSchedule}\n",
+    ) + &job_yaml("train", 2, 1, RACK).replace(
+        "      restartPolicy: Never\n",
+        "      restartPolicy: Never\n      tolerations:\n      - {key: dedicated, operator: Equal, value: ml, effect: NoSchedule}\n",
+    );
+    let mut b = TestBook::new(load(&yaml), TTL);
+    let t0 = Instant::now();
+    assert_eq!(seats(&mut b, "train", 2, 1, t0).len(), 2);
+    let (pass, reason, _) = answer(&mut b, &again("train", 1, 1), t0);
+    assert_eq!(pass.len(), 1, "{reason}");
+    assert!(pass[0].starts_with("b1-r1-"), "{pass:?}");
+}
+
+#[test]
+fn no_extra_seat_on_room_another_plan_holds_says_which_plan_holds_it() {
+    // `train` (4 x 1 cpu) sits on b1-r1-h1, `other` (4 x 1 cpu) holds all of b1-r1-h2 for
+    // pods not bound yet: the rack's only room is other's.
+    let extra = format!(
+        "{}{}",
+        job_yaml("train", 4, 1, RACK),
+        job_yaml("other", 4, 1, RACK)
+    );
+    let mut b = book(1, &extra);
+    let t0 = Instant::now();
+    assert!(
+        seats(&mut b, "train", 4, 1, t0)
+            .iter()
+            .all(|n| n == "b1-r1-h1")
+    );
+    assert_eq!(seat_of(&mut b, &job_pod("other", 0, 1), t0), "b1-r1-h2");
+    let (pass, reason, unresolvable) = answer(&mut b, &again("train", 3, 1), t0);
+    assert!(pass.is_empty(), "{pass:?}");
+    assert!(
+        !unresolvable,
+        "the room comes back when other binds or expires"
+    );
+    assert_eq!(
+        reason,
+        "node(s) have no room for another pod of Job default/train: every seat of its plan is \
+         taken, and the room left in rack r1 is held by 1 plan (Job default/other) for pods \
+         not bound yet"
+    );
+}
+
+#[test]
+fn no_extra_seat_on_room_its_own_seats_hold_says_so() {
+    // `train` (8 x 1 cpu) holds the whole rack; all 8 seats are taken by pods not bound yet.
+    let mut b = book(1, &job_yaml("train", 8, 1, RACK));
+    let t0 = Instant::now();
+    seats(&mut b, "train", 8, 1, t0);
+    let (pass, reason, _) = answer(&mut b, &again("train", 7, 1), t0);
+    assert!(pass.is_empty(), "{pass:?}");
+    assert!(
+        reason.contains("every seat of its plan is taken")
+            && reason.contains("held by 1 plan (Job default/train itself) for pods not bound yet"),
+        "{reason}"
+    );
+    assert!(!reason.contains("is full"), "{reason}");
+}
+
+#[test]
+fn no_extra_seat_in_a_full_rack_names_the_resource_and_the_most_free() {
+    // `train` (2 x 3 cpu) has a seat on each host of the rack; pod 0 binds. Then a pod bound
+    // outside kube-tas lands on pod 1's host (2 cpu), and pod 1 goes away before it is bound:
+    // its successor finds 1 and 2 cpu free on the two hosts, even counting no hold at all.
+    let yaml = base_yaml(1) + &job_yaml("train", 2, 3, RACK);
+    let mut b = TestBook::new(load(&yaml), TTL);
+    let t0 = Instant::now();
+    let s0 = seat_of(&mut b, &job_pod("train", 0, 3), t0);
+    let s1 = seat_of(&mut b, &job_pod("train", 1, 3), t0);
+    assert_ne!(s0, s1);
+    b.bind("default", &pod_name("train", 0), &uid("train", 0), &s0, t0)
+        .unwrap();
+    let late = load(&format!(
+        "{}{}",
+        base_yaml(1),
+        filler_pod_yaml("late", 2, &s1)
+    ));
+    b.state.apply_bound_pod(&late.bound_pods[0]);
+    let (pass, reason, unresolvable) = answer(&mut b, &again("train", 1, 3), t0);
+    assert!(pass.is_empty(), "{pass:?}");
+    assert!(!unresolvable);
+    assert_eq!(
+        reason,
+        format!(
+            "node(s) have no room for another pod of Job default/train: every seat of its plan \
+             is taken and no host of rack r1 has room for cpu 3; the most free is cpu 2 on {s1}"
+        )
+    );
+    assert_no_holds_blamed(&reason);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Gangs planned on free capacity net of holds
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn a_gang_kept_out_by_holds_says_how_many_more_would_fit_and_which_plans_hold_them() {
+    // Two racks of 2 hosts x 4 cpu. `gang-a` and `gang-b` (2 x 2 cpu each) hold all of rack
+    // r1 for pods not bound yet. `gang-c` (6 x 2 cpu, one block) finds 4 pods' room in r2;
+    // on the capacity without holds it fits, using both held hosts of r1.
+    let extra = format!(
+        "{}{}{}",
+        job_yaml("gang-a", 2, 2, RACK),
+        job_yaml("gang-b", 2, 2, RACK),
+        job_yaml("gang-c", 6, 2, BLOCK)
+    );
+    let mut b = book(2, &extra);
+    let t0 = Instant::now();
+    assert_eq!(seat_of(&mut b, &job_pod("gang-a", 0, 2), t0), "b1-r1-h1");
+    assert_eq!(seat_of(&mut b, &job_pod("gang-b", 0, 2), t0), "b1-r1-h2");
+    let (pass, reason, unresolvable) = answer(&mut b, &job_pod("gang-c", 0, 2), t0);
+    assert!(pass.is_empty());
+    assert!(!unresolvable);
+    let kueue = "topology \"default\" allows to fit only 4 out of 6 pod(s). Total nodes: 4; \
+                 excluded: resource \"cpu\": 2";
+    let held = "; 2 more would fit on capacity held by 2 plans (Job default/gang-a, Job \
+                default/gang-b) for pods not bound yet";
+    assert_eq!(
+        reason,
+        format!("node(s) cannot take Job default/gang-c (6 pods): {kueue}{held}")
+    );
+    // Kueue's words stay the prefix of the engine's message (simulate and Events show it).
+    assert_eq!(
+        b.group_failure(&job_key("gang-c")),
+        Some(format!("{kueue}{held}").as_str())
+    );
+    let notices = b.book.take_notices();
+    assert!(
+        notices
+            .iter()
+            .any(|n| n.reason == "TopologyDoesNotFit" && n.note.contains(held)),
+        "{notices:?}"
+    );
+}
+
+#[test]
+fn a_gang_names_only_the_plans_whose_holds_are_in_its_way() {
+    // `gang-a` (4 x 2 cpu) holds all of rack r1, `gang-b` (1 x 2 cpu) a host of r2. `gang-c`
+    // (4 x 2 cpu, one rack) fits 3 in r2; without holds it takes r1, which only gang-a holds.
+    let extra = format!(
+        "{}{}{}",
+        job_yaml("gang-a", 4, 2, RACK),
+        job_yaml("gang-b", 1, 2, RACK),
+        job_yaml("gang-c", 4, 2, RACK)
+    );
+    let mut b = book(2, &extra);
+    let t0 = Instant::now();
+    let a = seat_of(&mut b, &job_pod("gang-a", 0, 2), t0);
+    let b0 = seat_of(&mut b, &job_pod("gang-b", 0, 2), t0);
+    assert_eq!(
+        (rack_of(&b, &a), rack_of(&b, &b0)),
+        ("b1/r1".into(), "b1/r2".into())
+    );
+    let (_, reason, _) = answer(&mut b, &job_pod("gang-c", 0, 2), t0);
+    assert!(
+        reason.starts_with(
+            "node(s) cannot take Job default/gang-c (4 pods): topology \"default\" allows to \
+             fit only 3 out of 4 pod(s)"
+        ),
+        "{reason}"
+    );
+    assert!(
+        reason.ends_with(
+            "; 1 more would fit on capacity held by 1 plan (Job default/gang-a) for pods not \
+             bound yet"
+        ),
+        "{reason}"
+    );
+}
+
+#[test]
+fn a_gang_holds_keep_partly_out_says_it_would_not_fit_even_without_them() {
+    // One rack of 8 cpu; `gang-a` (1 x 2 cpu) holds 2 of them. `gang-c` (5 x 2 cpu) fits 3 on
+    // the rest, 4 without the hold: never all 5.
+    let extra = format!(
+        "{}{}",
+        job_yaml("gang-a", 1, 2, RACK),
+        job_yaml("gang-c", 5, 2, RACK)
+    );
+    let mut b = book(1, &extra);
+    let t0 = Instant::now();
+    seat_of(&mut b, &job_pod("gang-a", 0, 2), t0);
+    let (_, reason, unresolvable) = answer(&mut b, &job_pod("gang-c", 0, 2), t0);
+    assert!(unresolvable, "it fits no empty cluster either");
+    assert_eq!(
+        reason,
+        "node(s) cannot take Job default/gang-c (5 pods): topology \"default\" allows to fit \
+         only 3 out of 5 pod(s); 1 more would fit on capacity held by 1 plan (Job \
+         default/gang-a) for pods not bound yet (not all 5 pod(s) even then)"
+    );
+}
+
+#[test]
+fn a_gang_short_of_room_for_other_reasons_does_not_blame_holds() {
+    // Fillers leave 6 cpu in each rack; `gang-a` (1 x 2 cpu) holds 2 of r1's. `gang-c`
+    // (4 x 2 cpu, one rack) fits 3 in r2 with or without the hold: the hold is not the cause.
+    let extra = format!(
+        "{}{}{}{}",
+        filler_pod_yaml("f1", 2, "b1-r1-h2"),
+        filler_pod_yaml("f2", 2, "b1-r2-h1"),
+        job_yaml("gang-a", 1, 2, RACK),
+        job_yaml("gang-c", 4, 2, RACK)
+    );
+    let mut b = book(2, &extra);
+    let t0 = Instant::now();
+    seat_of(&mut b, &job_pod("gang-a", 0, 2), t0);
+    assert_eq!(b.stats().seats_held, 1);
+    let (_, reason, _) = answer(&mut b, &job_pod("gang-c", 0, 2), t0);
+    assert_no_holds_blamed(&reason);
+    let message = b.group_failure(&job_key("gang-c")).unwrap().to_string();
+    assert!(
+        message.starts_with("topology \"default\" allows to fit only 3 out of 4 pod(s)"),
+        "{message}"
+    );
+    assert_no_holds_blamed(&message);
+    // Without any plan at all, nothing about holds either.
+    let mut b = book(1, &job_yaml("huge", 5, 2, RACK));
+    let (_, reason, _) = answer(&mut b, &job_pod("huge", 0, 2), t0);
+    assert_eq!(
+        reason,
+        "node(s) cannot take Job default/huge (5 pods): topology \"default\" allows to fit \
+         only 4 out of 5 pod(s)"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pods outside any group
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn a_lone_pod_kept_off_held_room_is_told_which_plans_hold_it() {
+    // `a` and `b` (2 x 1 cpu each) both hold their seats on b1-r1-h1.
+    let extra = format!("{}{}", job_yaml("a", 2, 1, RACK), job_yaml("b", 2, 1, RACK));
+    let mut b = book(1, &extra);
+    let t0 = Instant::now();
+    assert_eq!(seat_of(&mut b, &job_pod("a", 0, 1), t0), "b1-r1-h1");
+    assert_eq!(seat_of(&mut b, &job_pod("b", 0, 1), t0), "b1-r1-h1");
+    let rejected = lone_answer(&mut b, &lone_pod("web", 1), t0);
+    assert_eq!(
+        rejected,
+        [(
+            "b1-r1-h1".to_string(),
+            "node(s) have their free capacity held by 2 plans (Job default/a, Job default/b) \
+             for pods not bound yet"
+                .to_string()
+        )]
+    );
+}
+
+/// One rack; a filler uses 1 cpu of b1-r1-h1 and `small` (3 x 1 cpu) holds the other 3.
+fn small_on_h1() -> TestBook {
+    let extra = format!(
+        "{}{}",
+        filler_pod_yaml("f", 1, "b1-r1-h1"),
+        job_yaml("small", 3, 1, RACK)
+    );
+    let mut b = book(1, &extra);
+    assert_eq!(
+        seat_of(&mut b, &job_pod("small", 0, 1), Instant::now()),
+        "b1-r1-h1"
+    );
+    b
+}
+
+#[test]
+fn a_lone_pod_too_big_for_a_held_node_is_not_told_the_room_is_held() {
+    let mut b = small_on_h1();
+    let t0 = Instant::now();
+    // 2 cpu would fit h1's 3 free cpu but for the hold.
+    let held = lone_answer(&mut b, &lone_pod("two", 2), t0);
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert_eq!(held[0].0, "b1-r1-h1");
+    assert!(
+        held[0]
+            .1
+            .contains("held by 1 plan (Job default/small) for pods not bound yet"),
+        "{held:?}"
+    );
+    // 4 cpu would not fit h1 even if nothing were held.
+    let full = lone_answer(&mut b, &lone_pod("four", 4), t0);
+    assert_eq!(full.len(), 1, "{full:?}");
+    assert_eq!(full[0].0, "b1-r1-h1");
+    assert!(full[0].1.starts_with("node(s) have no room"), "{full:?}");
+    assert_no_holds_blamed(&full[0].1);
+}
+
+#[test]
+fn a_lone_pods_bind_refusal_says_whether_holds_or_pods_fill_the_node() {
+    let mut b = small_on_h1();
+    let t0 = Instant::now();
+    lone_answer(&mut b, &lone_pod("two", 2), t0);
+    lone_answer(&mut b, &lone_pod("four", 4), t0);
+    let held = b
+        .bind("default", "two", "uid-two", "b1-r1-h1", t0)
+        .unwrap_err();
+    assert!(
+        held.0.contains("no room")
+            && held
+                .0
+                .contains("held by 1 plan (Job default/small) for pods not bound yet"),
+        "{held}"
+    );
+    let full = b
+        .bind("default", "four", "uid-four", "b1-r1-h1", t0)
+        .unwrap_err();
+    assert!(full.0.contains("no room"), "{full}");
+    assert_no_holds_blamed(&full.0);
+}
