@@ -661,6 +661,75 @@ async fn the_webhook_sees_a_job_created_after_startup() {
     live.watches.stop().await;
 }
 
+/// Kueue's Workload of Job `job`, as Kueue's Job controller creates it (owned by the Job).
+fn kueue_workload(job: &str) -> Value {
+    json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+        "metadata": {"name": format!("job-{job}-5f2b1"), "namespace": "default",
+            "uid": format!("wl-uid-{job}"),
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job,
+                "uid": format!("job-uid-{job}"), "controller": true, "blockOwnerDeletion": true}]},
+        "spec": {"queueName": "tas-queue", "podSets": [{"name": "main", "count": 2,
+            "template": {"spec": {"containers": [{"name": "w", "image": "x"}]}}}]}
+    })
+}
+
+/// A Job whose Kueue Workload exists is Kueue's: its pods are neither patched by `/mutate`
+/// nor planned (filter passes every node), until the Workload goes. The same pods of a Job
+/// without a Workload are patched and planned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_kueue_has_a_workload_for_is_left_to_kueue() {
+    let mut objects = two_racks();
+    objects.extend([
+        job("queued", 2, 1),
+        job("ours", 2, 1),
+        kueue_workload("queued"),
+    ]);
+    let live = Live::start(with_objects(objects)).await;
+    let extender = live.extender();
+    let webhook = Webhook::new(live.state.clone(), FeatureGates::default());
+    let every_node = vec!["h1", "h2", "h3", "h4"];
+
+    let queued: Pod = serde_json::from_value(job_pod("queued", 0, 1, None)).unwrap();
+    let Decision::Allow { patch, .. } = webhook.pod(&queued) else {
+        panic!("Kueue's pod is admitted")
+    };
+    assert!(patch.is_empty(), "Kueue's pod is not patched: {patch:?}");
+    assert_eq!(
+        filter(&extender, &queued).unwrap(),
+        every_node,
+        "passed through"
+    );
+    assert_eq!(extender.stats().plans_made, 0);
+
+    let ours: Pod = serde_json::from_value(job_pod("ours", 0, 1, None)).unwrap();
+    let Decision::Allow { patch, .. } = webhook.pod(&ours) else {
+        panic!("our pod is admitted")
+    };
+    assert!(
+        !patch.is_empty(),
+        "a pod of a Job Kueue does not manage is patched"
+    );
+    let placed = filter(&extender, &ours).unwrap();
+    assert_eq!(placed.len(), 1, "{placed:?}");
+    assert_eq!(extender.stats().plans_made, 1);
+
+    // The Workload goes (Kueue stopped managing the Job): kube-tas plans its pods.
+    let name = "job-queued-5f2b1";
+    assert!(
+        live.fake
+            .delete("kueue.x-k8s.io/v1beta2", "Workload", Some("default"), name)
+    );
+    live.until("the Workload is gone", |s| {
+        s.kueue_workload_keys().is_empty()
+    })
+    .await;
+    let placed = filter(&extender, &queued).unwrap();
+    assert_eq!(placed.len(), 1, "{placed:?}");
+    assert_eq!(extender.stats().plans_made, 2);
+    live.watches.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_jobset_created_after_startup_is_planned_as_one_workload() {
     let live = Live::start(with_objects(two_racks())).await;

@@ -304,8 +304,11 @@ impl Webhook {
     /// A Pod on CREATE.
     pub fn pod(&self, pod: &Pod) -> Decision {
         let meta = &pod.metadata;
-        if managed_by_kueue(meta, pod.spec.as_ref()) {
-            // Kueue's own TAS places it: kube-tas does not fight it.
+        if managed_by_kueue(meta, pod.spec.as_ref())
+            || self.state.read().kueue_manages(&GroupKey::of_pod(meta))
+        {
+            // Kueue's own TAS places it (its marks, or a Kueue Workload of its Job): kube-tas
+            // does not fight it.
             return Decision::allow();
         }
         let annotations = meta.annotations.as_ref();

@@ -247,6 +247,15 @@ mod tests {
     }
 }
 
+/// A Kueue `Workload`, read only for whom it stands: its controller owner (the Job or JobSet
+/// Kueue queues and places). Its spec and status are not read.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+pub struct KueueWorkload {
+    /// Standard object metadata (the owner references).
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub metadata: ObjectMeta,
+}
+
 /// The Kueue objects admission resolves a workload against, by name.
 #[derive(Debug, Clone, Default)]
 pub struct KueueObjects {

@@ -39,9 +39,9 @@ pub use pod_requests::pod_requests;
 pub use quantity::{QuantityError, QuantityValue, parse_quantity};
 pub use workloads::{
     PendingGroupPod, bound_pod_of, controller_job_of, controller_job_ref, is_terminal,
-    job_finished, managed_by_kueue, name_or_generate_name, namespace_or_default, owned_by_jobset,
-    pending_group_pod, pod_marks_tas, workload_of_job, workload_of_pod,
-    workload_of_stamped_job_pod,
+    job_finished, kueue_workload_owner, managed_by_kueue, name_or_generate_name,
+    namespace_or_default, owned_by_jobset, pending_group_pod, pod_marks_tas, workload_of_job,
+    workload_of_pod, workload_of_stamped_job_pod,
 };
 
 /// Everything kube-tas knows about a cluster.

@@ -153,6 +153,11 @@ pub struct ClusterState {
     departed: HashMap<GroupKey, Vec<Departed>>,
     /// Per group, the uids of its pods being deleted.
     terminating: HashMap<GroupKey, BTreeSet<String>>,
+    /// Kueue's Workloads (`namespace/name`) and the group each stands for, when it is a Job
+    /// or JobSet: those groups are Kueue's to place.
+    kueue_workloads: HashMap<String, Option<GroupKey>>,
+    /// How many Workloads stand for each group (normally one).
+    kueue_managed: HashMap<GroupKey, usize>,
     jobs: BTreeMap<(String, String), Workload>,
     sets: BTreeMap<GroupKey, SetEntry>,
     /// Plain pod groups whose pods are known (their PodSets by shape).
@@ -628,6 +633,38 @@ impl ClusterState {
         self.jobs
             .remove(&(namespace.to_string(), name.to_string()))
             .is_some()
+    }
+
+    /// A Kueue Workload added or changed, standing for `owner` (its controller Job or JobSet).
+    pub fn apply_kueue_workload(&mut self, key: &str, owner: Option<GroupKey>) {
+        self.delete_kueue_workload(key);
+        if let Some(group) = &owner {
+            *self.kueue_managed.entry(group.clone()).or_default() += 1;
+        }
+        self.kueue_workloads.insert(key.to_string(), owner);
+    }
+
+    /// The Kueue Workload `namespace/name` is gone.
+    pub fn delete_kueue_workload(&mut self, key: &str) {
+        if let Some(Some(group)) = self.kueue_workloads.remove(key)
+            && let Some(n) = self.kueue_managed.get_mut(&group)
+        {
+            *n -= 1;
+            if *n == 0 {
+                self.kueue_managed.remove(&group);
+            }
+        }
+    }
+
+    /// `namespace/name` of every Kueue Workload the state knows.
+    pub fn kueue_workload_keys(&self) -> Vec<String> {
+        self.kueue_workloads.keys().cloned().collect()
+    }
+
+    /// Whether a Kueue Workload stands for `group`: Kueue queues and places it, kube-tas
+    /// leaves its pods alone.
+    pub fn kueue_manages(&self, group: &GroupKey) -> bool {
+        self.kueue_managed.contains_key(group)
     }
 
     /// A full Job list (a relist).

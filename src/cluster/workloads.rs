@@ -545,6 +545,26 @@ pub fn managed_by_kueue(meta: &ObjectMeta, spec: Option<&PodSpec>) -> bool {
             .is_some_and(|a| a.contains_key(keys::KUEUE_WORKLOAD_ANNOTATION))
 }
 
+/// The group a Kueue `Workload` stands for: its controller owner when that is a Job or a
+/// JobSet (Kueue's Workload of a Job is owned by it), in the Workload's namespace.
+pub fn kueue_workload_owner(meta: &ObjectMeta) -> Option<GroupKey> {
+    let owner = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true))?;
+    let kind = match (owner.api_version.as_str(), owner.kind.as_str()) {
+        ("batch/v1", "Job") => WorkloadKind::Job,
+        (crate::cluster::sets::JOBSET_API_VERSION, "JobSet") => WorkloadKind::JobSet,
+        _ => return None,
+    };
+    Some(GroupKey {
+        kind,
+        namespace: namespace_or_default(meta),
+        name: owner.name.clone(),
+    })
+}
+
 /// A Job as admission sees it (the webhook's `request.object`): one workload with the
 /// PodSet `main`, sized as Kueue sizes it. The namespace is `default` when the object has none.
 pub fn workload_of_job(job: &Job) -> Result<Workload, FieldError> {

@@ -479,10 +479,12 @@ impl PlanBook {
         candidates: &[&str],
         now: Instant,
     ) -> FilterVerdict {
-        let facts = match PodFacts::of(pod) {
+        let mut facts = match PodFacts::of(pod) {
             Ok(f) => f,
             Err(e) => return FilterVerdict::Invalid(e),
         };
+        // A Job Kueue has a Workload for is Kueue's too, whatever its pods carry.
+        facts.kueue_managed |= state.kueue_manages(&facts.group);
         if facts.kueue_managed {
             // Kueue's own TAS pinned it: passed through, never planned; bound where the
             // scheduler chose once the node has room.

@@ -85,6 +85,7 @@ const RESOURCES: &[Res] = &[
     Res { group: "kueue.x-k8s.io", version: "v1beta2", plural: "resourceflavors", kind: "ResourceFlavor", flags: CR | OBJ },
     Res { group: "kueue.x-k8s.io", version: "v1beta2", plural: "clusterqueues", kind: "ClusterQueue", flags: CR | ST | OBJ },
     Res { group: "kueue.x-k8s.io", version: "v1beta2", plural: "localqueues", kind: "LocalQueue", flags: NS | CR | ST | OBJ },
+    Res { group: "kueue.x-k8s.io", version: "v1beta2", plural: "workloads", kind: "Workload", flags: NS | CR | ST | OBJ },
     Res { group: "jobset.x-k8s.io", version: "v1alpha2", plural: "jobsets", kind: "JobSet", flags: NS | CR | ST | OBJ },
     Res { group: "leaderworkerset.x-k8s.io", version: "v1", plural: "leaderworkersets", kind: "LeaderWorkerSet", flags: NS | CR | ST | OBJ },
 ];

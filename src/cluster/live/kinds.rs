@@ -17,7 +17,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::NamespaceResourceScope;
 
 use crate::cluster::group::GroupKey;
-use crate::cluster::kueue::{ClusterQueue, LocalQueue, ResourceFlavor, Topology};
+use crate::cluster::kueue::{ClusterQueue, KueueWorkload, LocalQueue, ResourceFlavor, Topology};
 use crate::cluster::load::node_info;
 use crate::cluster::sets::{JobSet, LeaderWorkerSet, SetEntry};
 use crate::cluster::state::ClusterState;
@@ -290,6 +290,31 @@ impl WatchedKind for LocalQueue {
             .keys()
             .map(|(ns, n)| format!("{ns}/{n}"))
             .collect()
+    }
+}
+
+/// Kueue's Workloads: the Jobs and JobSets they stand for are Kueue's to place (kube-tas
+/// leaves their pods alone). Optional: a cluster without Kueue does not serve the kind, and
+/// RBAC without it only loses this coexistence check.
+impl WatchedKind for KueueWorkload {
+    const NAME: &'static str = "workloads";
+    const OPTIONAL: bool = true;
+
+    fn key(obj: &Self) -> String {
+        namespaced_key(obj)
+    }
+
+    fn apply(state: &mut ClusterState, obj: &Self) {
+        let owner = crate::cluster::kueue_workload_owner(&obj.metadata);
+        state.apply_kueue_workload(&namespaced_key(obj), owner);
+    }
+
+    fn delete_key(state: &mut ClusterState, key: &str) {
+        state.delete_kueue_workload(key);
+    }
+
+    fn keys(state: &ClusterState) -> Vec<String> {
+        state.kueue_workload_keys()
     }
 }
 

@@ -2,7 +2,8 @@
 //! [`ClusterState`](super::state::ClusterState), one task per kind.
 //!
 //! * Nodes, Pods (bound and unfinished only, by field selector), Jobs, and Kueue's
-//!   `v1beta2` Topology, ResourceFlavor, ClusterQueue and LocalQueue ([`kinds`]).
+//!   `v1beta2` Topology, ResourceFlavor, ClusterQueue and LocalQueue ([`kinds`]); Kueue's
+//!   Workloads, only for which Jobs Kueue itself manages.
 //! * Each watch lists, then watches from the list's resourceVersion; the API server's 410 Gone
 //!   (or any break) makes kube-runtime relist, and a relist **replaces** what it lists: objects
 //!   deleted during the gap are removed (`remove_unlisted`). Listed objects are applied as they
@@ -30,7 +31,7 @@ use kube::{Api, Client};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::kueue::{ClusterQueue, LocalQueue, ResourceFlavor, Topology};
+use super::kueue::{ClusterQueue, KueueWorkload, LocalQueue, ResourceFlavor, Topology};
 use super::sets::{JobSet, LeaderWorkerSet};
 use super::state::SharedState;
 
@@ -206,7 +207,8 @@ impl Watches {
             LocalQueue,
             JobSet,
             LeaderWorkerSet,
-            PendingGroupPod
+            PendingGroupPod,
+            KueueWorkload
         );
         Self {
             status,

@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::{ClusterResourceScope, NamespaceResourceScope};
 
-use crate::cluster::kueue::{ClusterQueue, LocalQueue, ResourceFlavor, Topology};
+use crate::cluster::kueue::{ClusterQueue, KueueWorkload, LocalQueue, ResourceFlavor, Topology};
 use crate::cluster::sets::{JobSet, LeaderWorkerSet};
 
 /// The version of Kueue's API kube-tas watches.
@@ -78,6 +78,12 @@ kueue_resource!(
     LocalQueue,
     "LocalQueue",
     "localqueues",
+    NamespaceResourceScope
+);
+kueue_resource!(
+    KueueWorkload,
+    "Workload",
+    "workloads",
     NamespaceResourceScope
 );
 custom_resource!(

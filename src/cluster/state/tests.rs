@@ -261,3 +261,59 @@ fn a_pod_succeeded_or_already_replaced_leaves_nothing_to_replace() {
     assert!(s.remove_pod("a0-again"));
     assert!(s.departed(&train()).is_empty());
 }
+
+/// A Kueue Workload owned by `owner` (`apiVersion`, `kind`, `name`).
+fn kueue_workload_meta(
+    owner: (&str, &str, &str),
+    controller: bool,
+) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+    ObjectMeta {
+        name: Some("wl".into()),
+        namespace: Some("default".into()),
+        owner_references: Some(vec![OwnerReference {
+            api_version: owner.0.into(),
+            kind: owner.1.into(),
+            name: owner.2.into(),
+            uid: "u".into(),
+            controller: Some(controller),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_kueue_workload_stands_for_its_controller_job_or_jobset() {
+    use crate::cluster::kueue_workload_owner;
+    let job = kueue_workload_owner(&kueue_workload_meta(("batch/v1", "Job", "train"), true));
+    assert_eq!(job, Some(train()));
+    let set = kueue_workload_owner(&kueue_workload_meta(
+        ("jobset.x-k8s.io/v1alpha2", "JobSet", "js"),
+        true,
+    ))
+    .unwrap();
+    assert_eq!((set.kind, set.name.as_str()), (WorkloadKind::JobSet, "js"));
+    // Not the controller, or a kind kube-tas does not plan: no group.
+    let not_controller = kueue_workload_meta(("batch/v1", "Job", "train"), false);
+    assert_eq!(kueue_workload_owner(&not_controller), None);
+    let deployment = kueue_workload_meta(("apps/v1", "Deployment", "web"), true);
+    assert_eq!(kueue_workload_owner(&deployment), None);
+}
+
+#[test]
+fn a_group_is_kueues_while_one_of_its_workloads_exists() {
+    let mut s = ClusterState::new();
+    assert!(!s.kueue_manages(&train()));
+    s.apply_kueue_workload("default/wl-1", Some(train()));
+    s.apply_kueue_workload("default/wl-2", Some(train()));
+    s.apply_kueue_workload("default/other", None);
+    assert!(s.kueue_manages(&train()));
+    // Re-applying a Workload does not count it twice.
+    s.apply_kueue_workload("default/wl-1", Some(train()));
+    s.delete_kueue_workload("default/wl-1");
+    assert!(s.kueue_manages(&train()), "wl-2 still stands for it");
+    s.delete_kueue_workload("default/wl-2");
+    assert!(!s.kueue_manages(&train()));
+    assert_eq!(s.kueue_workload_keys(), ["default/other"]);
+}
