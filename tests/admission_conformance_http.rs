@@ -1,5 +1,5 @@
-//! Every case of `../shared/conformance/admission` (and `placement`, `podset-groups`,
-//! `node-replacement` when present: they hold denied workloads too) gives the same verdict and
+//! Every case of `tests/conformance/admission` (and `placement`, `podset-groups` and
+//! `node-replacement`: they hold denied workloads too) gives the same verdict and
 //! message over HTTP, as kube-apiserver calls the mutating webhook, as through `simulate`.
 //!
 //! Per case, a real `kube-tas` main server is started in process on `127.0.0.1:0` (the
@@ -47,8 +47,13 @@ use kube_tas::server::{ServeConfig, start};
 use kube_tas::simulate;
 
 /// The folder that must exist (CI always has it), then folders run when present.
-const REQUIRED_FOLDERS: &[&str] = &["admission"];
-const OPTIONAL_FOLDERS: &[&str] = &["placement", "podset-groups", "node-replacement"];
+const REQUIRED_FOLDERS: &[&str] = &[
+    "admission",
+    "placement",
+    "podset-groups",
+    "node-replacement",
+];
+const OPTIONAL_FOLDERS: &[&str] = &[];
 
 /// The webhook's `timeoutSeconds`, which client-go appends as `?timeout=`.
 const WEBHOOK_TIMEOUT: &str = "10s";

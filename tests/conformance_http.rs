@@ -1,6 +1,6 @@
 //! The conformance cases driven over HTTP the way kube-scheduler drives the extender: every
-//! workload of `../shared/conformance/{placement,admission}` (and `podset-groups`,
-//! `node-replacement` when present) must land exactly where in-process `simulate` puts it.
+//! workload of `tests/conformance/{placement,admission,podset-groups,node-replacement}` must
+//! land exactly where in-process `simulate` puts it.
 //!
 //! Per case, a real `kube-tas` main server is started in process on `127.0.0.1:0` (the
 //! [`kube_tas::server::start`] stack, on a multi-thread runtime of its own) over the case's
@@ -42,8 +42,13 @@ use kube_tas::server::{ServeConfig, start};
 use kube_tas::simulate::{self, ExtenderCalls};
 
 /// Folders that must exist (CI always has them), then folders run when present.
-const REQUIRED_FOLDERS: &[&str] = &["placement", "admission", "podset-groups"];
-const OPTIONAL_FOLDERS: &[&str] = &["node-replacement"];
+const REQUIRED_FOLDERS: &[&str] = &[
+    "placement",
+    "admission",
+    "podset-groups",
+    "node-replacement",
+];
+const OPTIONAL_FOLDERS: &[&str] = &[];
 
 /// At least this many cases must have run for the test to mean anything.
 const MIN_CASES: usize = 40;

@@ -343,7 +343,7 @@ async fn drive_serve(deployment: &Deployment) -> (FakeApiServer, Vec<(String, u1
     }
     // The Deployment's settings; what differs is what a test needs: loopback ports without
     // TLS (neither changes a request to the API server), the identity the downward API would
-    // give (POD_NAME, POD_NAMESPACE), a short drain.
+    // give (POD_NAME, POD_NAMESPACE), no shutdown delay and a short drain.
     let config = ServeConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         admin_listen: "127.0.0.1:0".parse().unwrap(),
@@ -353,6 +353,7 @@ async fn drive_serve(deployment: &Deployment) -> (FakeApiServer, Vec<(String, u1
         lease_duration: Duration::from_secs(args.lease_duration_seconds),
         pod_name: Some(pod.to_string()),
         plan_ttl: Duration::from_secs(args.plan_ttl_seconds),
+        shutdown_delay: Duration::ZERO,
         shutdown_grace: Duration::from_secs(1),
         ..ServeConfig::default()
     };

@@ -1,4 +1,5 @@
-//! The shared conformance suite as the HTTP conformance tests walk it: where it is, its case
+//! The conformance cases as the HTTP conformance tests walk them: where they are (the copy in
+//! `tests/conformance/`, see its README), their case
 //! folders in `run.py`'s order, each case's feature gates as `run.py` passes them on, and the
 //! two runtimes the tests drive a real server and a client with.
 
@@ -10,8 +11,8 @@ use tokio::runtime::Runtime;
 
 use kube_tas::topology::FeatureGates;
 
-/// The conformance folders, relative to the crate root.
-pub const CONFORMANCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/conformance");
+/// The conformance folders, kept in the repository.
+pub const CONFORMANCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/conformance");
 
 /// The gates `run.py` passes on with `--feature-gates` (its `SEMANTIC_GATES`); the others in
 /// a case's `feature_gates` are dropped, as the runner drops them.
@@ -60,8 +61,8 @@ fn cases_in(folder: &'static str, required: bool) -> Vec<Case> {
     if !root.is_dir() {
         assert!(
             !required,
-            "the conformance folder {} is missing: this test needs ../shared/conformance/{folder} \
-             beside the crate (CI always has it); it must not pass without running the cases",
+            "the conformance folder {} is missing: the repository keeps it in \
+             tests/conformance/{folder}; this test must not pass without running the cases",
             root.display()
         );
         return Vec::new();
