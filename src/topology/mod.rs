@@ -15,6 +15,7 @@ pub mod message;
 pub mod node;
 pub mod node_failure;
 pub mod placement;
+pub mod podgroup;
 #[cfg(test)]
 mod properties;
 pub mod request;
