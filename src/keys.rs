@@ -41,6 +41,10 @@ pub const POD_GROUP_TOTAL_COUNT: &str = "kueue.x-k8s.io/pod-group-total-count";
 
 /// The node label of the lowest level in "hostname-lowest" mode.
 pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
+/// The taint the node lifecycle controller puts on a node that is not Ready.
+pub const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
+/// The taint that stands for `spec.unschedulable` (kube-scheduler's `NodeUnschedulable`).
+pub const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
 /// Completion index of an Indexed Job's pod.
 pub const JOB_COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
 

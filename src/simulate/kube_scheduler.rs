@@ -24,10 +24,7 @@ use crate::topology::node::{RequiredAffinity, first_untolerated_taint, matches_n
 use crate::topology::resources::{PODS, add_pod_usage};
 use crate::topology::{NodeInfo, ResourceList};
 
-/// The taint the node lifecycle controller puts on a node that is not Ready.
-pub const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
-/// The taint that stands for `spec.unschedulable`.
-pub const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
+use crate::keys::{NOT_READY_TAINT, UNSCHEDULABLE_TAINT};
 
 /// The scheduler's view: nodes and what bound pods use on each.
 ///

@@ -45,10 +45,7 @@ use super::node::{
 };
 use super::resources::{CPU, PODS, ResourceList, add_pod_usage};
 
-/// The taint the node lifecycle controller puts on a node that is not Ready.
-pub const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
-/// The taint that stands for `spec.unschedulable` (`NodeUnschedulable` plugin).
-pub const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
+use crate::keys::{NOT_READY_TAINT, UNSCHEDULABLE_TAINT};
 /// The memory resource name (bytes).
 pub const MEMORY: &str = "memory";
 /// CPU a container that requests none counts for in scoring (millicores; `DefaultMilliCPURequest`).
