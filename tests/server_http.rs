@@ -329,6 +329,17 @@ async fn serve_refuses_a_config_it_cannot_run() {
 
     let config = ServeConfig {
         cluster: vec![common::examples_dir()],
+        extender_clients: vec!["system:kube-scheduler".into(), " ".into()],
+        ..ServeConfig::default()
+    };
+    let error = kube_tas::server::run(config).await.unwrap_err().to_string();
+    assert!(
+        error.contains("--extender-client-names has an empty name"),
+        "{error}"
+    );
+
+    let config = ServeConfig {
+        cluster: vec![common::examples_dir()],
         webhook_clients: vec!["kube-apiserver".into()],
         ..ServeConfig::default()
     };

@@ -560,6 +560,41 @@ fn an_absurd_quantity_is_an_error_not_a_clamp() {
     assert_ran(&simulate(&[&sane], &[]));
 }
 
+/// Quantities that each can be counted but whose sum over a pod's containers cannot are an
+/// error too, naming the pod.
+#[test]
+fn requests_that_only_add_up_beyond_counting_are_an_error() {
+    let dir = TempDir::new("absurd-sum");
+    let pod = |cpu: &str| {
+        [
+            "apiVersion: v1",
+            "kind: Pod",
+            "metadata: {name: greedy, namespace: default}",
+            "spec:",
+            "  nodeName: good-node",
+            "  containers:",
+            &format!("  - {{name: a, image: x, resources: {{requests: {{cpu: '{cpu}'}}}}}}"),
+            &format!("  - {{name: b, image: x, resources: {{requests: {{cpu: '{cpu}'}}}}}}"),
+            "status: {phase: Running}",
+            "",
+        ]
+        .join("\n")
+    };
+    let file = dir.write(
+        "cluster.yaml",
+        &stream(&[QUEUES, &node("good-node", "'8'"), &pod("5e15")]),
+    );
+    assert_bad_input(
+        &simulate(&[&file], &[]),
+        &["greedy", "add up to", "clamped"],
+    );
+    let sane = dir.write(
+        "sane.yaml",
+        &stream(&[QUEUES, &node("good-node", "'8'"), &pod("1")]),
+    );
+    assert_ran(&simulate(&[&sane], &[]));
+}
+
 /// Nothing to simulate is said, with a non-zero exit: a 0-byte file, a folder without
 /// manifests, documents of kinds kube-tas does not read.
 #[test]

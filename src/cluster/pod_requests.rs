@@ -80,13 +80,23 @@ pub fn pod_requests(spec: &PodSpec, spec_path: &str) -> Result<ResourceList, Fie
     let overhead = parse_list(spec.overhead.as_ref(), &format!("{spec_path}.overhead"))?;
     add_into(&mut total, &overhead);
 
-    Ok(total
+    // Each quantity fits on its own; their sum must too, or it would be clamped.
+    total
         .into_iter()
         .map(|(name, value)| {
+            if !fits_count(&name, value) {
+                return Err(FieldError::new(
+                    spec_path,
+                    format!(
+                        "the pod's {name} requests add up to {value}, beyond what can be \
+                         counted; it would be clamped"
+                    ),
+                ));
+            }
             let amount = resource_amount(&name, value);
-            (name, amount)
+            Ok((name, amount))
         })
-        .collect())
+        .collect()
 }
 
 /// A container's requests, with limits standing in for missing requests.

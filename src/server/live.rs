@@ -73,6 +73,10 @@ pub async fn run_with(
     started(&server);
 
     let cancel = CancellationToken::new();
+    // Leading ends first on the way out (see below); a child token, so an error exit that
+    // cancels everything ends it too.
+    let leading = cancel.child_token();
+    let mut leading_tasks = tokio::task::JoinSet::new();
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(source::events::publish(
         client.clone(),
@@ -93,8 +97,8 @@ pub async fn run_with(
             lease_duration: config.lease_duration,
             renew_before: (config.lease_duration / 3).max(Duration::from_secs(1)),
         };
-        let (c, l, k) = (client.clone(), leadership.clone(), cancel.clone());
-        tasks.spawn(async move {
+        let (c, l, k) = (client.clone(), leadership.clone(), leading.clone());
+        leading_tasks.spawn(async move {
             if let Err(e) = leader::run(c, election, l, k).await {
                 tracing::error!(error = %e, "leader election failed; this replica stays a follower");
             }
@@ -103,12 +107,12 @@ pub async fn run_with(
             .pod_name
             .clone()
             .or_else(|| std::env::var("POD_NAME").ok());
-        tasks.spawn(follow_leadership(
+        leading_tasks.spawn(follow_leadership(
             client.clone(),
             extender.clone(),
             namespace,
             pod,
-            cancel.clone(),
+            leading.clone(),
         ));
     }
     let readiness = server.readiness().clone();
@@ -136,13 +140,20 @@ pub async fn run_with(
     };
     if let Err(e) = outcome {
         cancel.cancel();
+        while leading_tasks.join_next().await.is_some() {}
         while tasks.join_next().await.is_some() {}
         watches.stop().await;
         return Err(e);
     }
-    // Leading and watching go on while the ports serve out the delay and drain, so the
-    // requests still arriving are answered by a leader with a current view; the Lease and
-    // the leader label are given up once nothing more is served.
+    // Leadership is given up at once: this pod is leaving the Services' endpoints (it is
+    // terminating and /readyz turns 503), so a leader that kept its Lease and label through
+    // the delay and the drain would leave kube-scheduler without an extender for that long.
+    // Releasing the Lease and the label lets a follower take over now; the requests still
+    // reaching this replica get the follower's answer (an Error naming the leader, retried).
+    // The watches go on, for the webhook, until nothing more is served.
+    server.readiness().begin_shutdown();
+    leading.cancel();
+    while leading_tasks.join_next().await.is_some() {}
     let stopping = server
         .stop_main(config.shutdown_delay, config.shutdown_grace)
         .await;

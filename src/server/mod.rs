@@ -158,6 +158,16 @@ pub enum ConfigError {
     /// `--client-ca` without a serving certificate: client certificates need TLS.
     #[error("--client-ca needs TLS: give --tls-cert and --tls-key too")]
     ClientCaWithoutTls,
+    /// An empty allowed client name (`--extender-client-names=`, `a,,b`): it would read as
+    /// "no list", which allows every certificate of the CA.
+    #[error(
+        "{flag} has an empty name: give the identities to allow (certificate CN or SAN), or \
+         leave the flag out to allow every certificate the --client-ca signed"
+    )]
+    EmptyClientName {
+        /// The flag given.
+        flag: &'static str,
+    },
     /// Allowed client names without `--client-ca`: nothing would check them.
     #[error(
         "{flag} is given without --client-ca: client names are only checked on certificates \
@@ -179,6 +189,14 @@ impl ServeConfig {
     }
 
     fn tls_files(&self) -> Result<Option<TlsFiles>, ConfigError> {
+        for (flag, names) in [
+            ("--extender-client-names", &self.extender_clients),
+            ("--webhook-client-names", &self.webhook_clients),
+        ] {
+            if names.iter().any(|n| n.trim().is_empty()) {
+                return Err(ConfigError::EmptyClientName { flag });
+            }
+        }
         if self.client_ca.is_none() {
             for (flag, names) in [
                 ("--extender-client-names", &self.extender_clients),
@@ -322,8 +340,7 @@ impl RunningServer {
             );
             tokio::time::sleep(delay).await;
         }
-        self.main_handle.graceful_shutdown(Some(grace));
-        let main = self.main_task.await;
+        let main = stop_server(&self.main_handle, self.main_task, grace).await;
         tracing::info!("main server drained");
         Stopping {
             main,
@@ -331,6 +348,39 @@ impl RunningServer {
             admin_task: self.admin_task,
             reloader: self.reloader,
         }
+    }
+}
+
+/// How often a graceful shutdown is asked for again until the server stops: axum-server's
+/// accept loop hears the request only while it waits for a connection, so one asked while it
+/// sets a connection up would be lost.
+const SHUTDOWN_REPEAT: Duration = Duration::from_millis(50);
+
+/// Stops one server: graceful shutdown (open connections get `grace` to finish), asked again
+/// until the accept loop has heard it; past `grace` and a second more, the task is aborted.
+async fn stop_server(
+    handle: &Handle<SocketAddr>,
+    mut task: JoinHandle<std::io::Result<()>>,
+    grace: Duration,
+) -> Result<std::io::Result<()>, tokio::task::JoinError> {
+    let deadline = tokio::time::Instant::now() + grace + Duration::from_secs(1);
+    handle.graceful_shutdown(Some(grace));
+    loop {
+        tokio::select! {
+            result = &mut task => return result,
+            () = tokio::time::sleep(SHUTDOWN_REPEAT) => {}
+        }
+        if tokio::time::Instant::now() >= deadline {
+            tracing::warn!("a server did not stop within its grace period; closing it");
+            task.abort();
+            return match task.await {
+                Err(e) if e.is_cancelled() => Ok(Ok(())),
+                other => other,
+            };
+        }
+        // Only the accept loop listens for this again; connections already draining keep
+        // the deadline the first call set.
+        handle.graceful_shutdown(Some(grace));
     }
 }
 
@@ -346,9 +396,7 @@ pub struct Stopping {
 impl Stopping {
     /// Stops the admin server; reports how the main server ended.
     pub async fn finish(self) -> anyhow::Result<()> {
-        self.admin_handle
-            .graceful_shutdown(Some(ADMIN_SHUTDOWN_GRACE));
-        let admin = self.admin_task.await;
+        let admin = stop_server(&self.admin_handle, self.admin_task, ADMIN_SHUTDOWN_GRACE).await;
         if let Some(reloader) = self.reloader {
             reloader.abort();
         }

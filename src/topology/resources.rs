@@ -17,10 +17,14 @@ pub const CPU: &str = "cpu";
 pub fn add_pod_usage(total: &mut ResourceList, requests: &ResourceList) {
     for (name, value) in requests {
         if name != PODS {
-            *total.entry(name.clone()).or_insert(0) += value;
+            // Saturating: usage beyond i64 (absurd requests summed) stays "full", never
+            // wraps round to room.
+            let slot = total.entry(name.clone()).or_insert(0);
+            *slot = slot.saturating_add(*value);
         }
     }
-    *total.entry(PODS.to_string()).or_insert(0) += 1;
+    let pods = total.entry(PODS.to_string()).or_insert(0);
+    *pods = pods.saturating_add(1);
 }
 
 /// A single pod's request with its `pods: 1` slot added, as Kueue counts it.
