@@ -7,16 +7,17 @@ mod common;
 #[path = "common/fake_apiserver.rs"]
 mod fake_apiserver;
 
-use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::http::StatusCode;
 use fake_apiserver::FakeApiServer;
-use kube_tas::server::{ServeConfig, live};
+use kube_tas::server::ServeConfig;
 use serde_json::{Value, json};
-use tokio::net::TcpStream;
 
 const RACK: &str = "cloud.provider.com/topology-rack";
+
+/// How long a condition may take to come true.
+const WAIT: Duration = Duration::from_secs(15);
 
 fn objects() -> Vec<Value> {
     let mut v = vec![
@@ -65,27 +66,6 @@ fn objects() -> Vec<Value> {
     v
 }
 
-async fn get(addr: SocketAddr, path: &str) -> (StatusCode, String) {
-    let stream = TcpStream::connect(addr).await.unwrap();
-    let (status, body) = common::http1(stream, "GET", path, "").await;
-    (status, String::from_utf8_lossy(&body).into_owned())
-}
-
-async fn post(addr: SocketAddr, path: &str, body: &Value) -> Value {
-    let stream = TcpStream::connect(addr).await.unwrap();
-    let (status, body) = common::http1(stream, "POST", path, &body.to_string()).await;
-    assert_eq!(status, StatusCode::OK);
-    serde_json::from_slice(&body).unwrap()
-}
-
-async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while !check().await {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
-
 fn leader_label(fake: &FakeApiServer) -> Option<String> {
     fake.get("v1", "Pod", Some("kube-tas-system"), "kube-tas-0")
         .and_then(|p| {
@@ -113,29 +93,18 @@ async fn serve_in_live_mode_gets_ready_leads_and_binds() {
         shutdown_grace: Duration::from_secs(1),
         ..ServeConfig::default()
     };
-    let (addrs_tx, addrs_rx) = tokio::sync::oneshot::channel();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(live::run_with(
-        config,
-        fake.client(),
-        async {
-            let _ = stop_rx.await;
-        },
-        move |s| {
-            let _ = addrs_tx.send((s.main_addr(), s.admin_addr()));
-        },
-    ));
-    let (main, admin) = addrs_rx.await.unwrap();
+    let serve = common::LiveServe::start(config, fake.client()).await;
+    let (main, admin) = (serve.main, serve.admin);
 
-    eventually("/readyz is 200", async || {
-        get(admin, "/readyz").await.0 == StatusCode::OK
+    common::eventually("/readyz is 200", WAIT, async || {
+        common::get_text(admin, "/readyz").await.0 == StatusCode::OK
     })
     .await;
-    eventually("the leader labels its pod", async || {
+    common::eventually("the leader labels its pod", WAIT, async || {
         leader_label(&fake).as_deref() == Some("true")
     })
     .await;
-    let (_, metrics) = get(admin, "/metrics").await;
+    let (_, metrics) = common::get_text(admin, "/metrics").await;
     for line in [
         "kube_tas_watch_synced{kind=\"nodes\"} 1",
         "kube_tas_watch_served{kind=\"clusterqueues\"} 0",
@@ -149,7 +118,7 @@ async fn serve_in_live_mode_gets_ready_leads_and_binds() {
     // Without the ClusterQueue the Job cannot be admitted: the extender says why.
     let pod = fake.get("v1", "Pod", Some("default"), "train-0").unwrap();
     let args = json!({"Pod": pod, "NodeNames": ["h1", "h2", "h3", "h4"]});
-    let answer = post(main, "/scheduler/filter", &args).await;
+    let answer = common::post_json(main, "/scheduler/filter", &args).await;
     let failed = answer["FailedAndUnresolvableNodes"].to_string();
     assert!(failed.contains("ClusterQueue"), "{answer}");
     // The ClusterQueue kind is installed: the pod is planned and bound.
@@ -161,13 +130,13 @@ async fn serve_in_live_mode_gets_ready_leads_and_binds() {
             "tas-flavor", "resources": [{"name": "cpu", "nominalQuota": "100"}]}]}]}}),
     );
     let mut seat = Value::Null;
-    eventually("the pod is planned", async || {
-        seat = post(main, "/scheduler/filter", &args).await["NodeNames"].clone();
+    common::eventually("the pod is planned", WAIT, async || {
+        seat = common::post_json(main, "/scheduler/filter", &args).await["NodeNames"].clone();
         seat.as_array().is_some_and(|s| s.len() == 1)
     })
     .await;
     let node = seat[0].as_str().unwrap().to_string();
-    let bound = post(
+    let bound = common::post_json(
         main,
         "/scheduler/bind",
         &json!({"PodName": "train-0", "PodNamespace": "default", "PodUID": "uid-train-0",
@@ -178,14 +147,14 @@ async fn serve_in_live_mode_gets_ready_leads_and_binds() {
     let bindings = fake.bindings();
     assert_eq!(bindings.len(), 1);
     assert_eq!(bindings[0]["target"]["name"], node.as_str());
-    let (_, metrics) = get(admin, "/metrics").await;
+    let (_, metrics) = common::get_text(admin, "/metrics").await;
     assert!(metrics.contains("kube_tas_pods_bound_total 1"), "{metrics}");
 
     // The plan is recorded as an Event on the Job, where `kubectl describe job` shows it.
     let events: kube::Api<k8s_openapi::api::events::v1::Event> =
         kube::Api::namespaced(fake.client(), "default");
     let mut planned = None;
-    eventually("a TopologyPlanned Event on the Job", async || {
+    common::eventually("a TopologyPlanned Event on the Job", WAIT, async || {
         let list = events.list(&Default::default()).await.unwrap();
         planned = list
             .items
@@ -206,7 +175,6 @@ async fn serve_in_live_mode_gets_ready_leads_and_binds() {
     );
     assert_eq!(planned.reporting_controller.as_deref(), Some("kube-tas"));
 
-    let _ = stop_tx.send(());
-    server.await.unwrap().unwrap();
+    serve.stop().await;
     assert_eq!(leader_label(&fake), None, "the label comes off on shutdown");
 }

@@ -18,7 +18,7 @@ mod manifests;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::http::StatusCode;
 use clap::Parser;
@@ -27,9 +27,8 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use kube_tas::cli::{Cli, Command};
 use kube_tas::cluster::live::leader::LEADER_LABEL;
-use kube_tas::server::{ServeConfig, live};
+use kube_tas::server::ServeConfig;
 use serde_json::{Value, json};
-use tokio::net::TcpStream;
 
 const RACK: &str = "cloud.provider.com/topology-rack";
 
@@ -54,6 +53,9 @@ struct Access {
 }
 
 /// What the authorizer makes of `METHOD path?query`, or the non-resource path.
+/// How long a condition may take to come true.
+const WAIT: Duration = Duration::from_secs(20);
+
 fn access_of(line: &str) -> Result<Access, String> {
     let (method, target) = line.split_once(' ').expect("METHOD path");
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
@@ -257,31 +259,11 @@ fn objects(namespace: &str, pod: &str) -> Vec<Value> {
     v
 }
 
-async fn get(addr: SocketAddr, path: &str) -> StatusCode {
-    let stream = TcpStream::connect(addr).await.unwrap();
-    common::http1(stream, "GET", path, "").await.0
-}
-
-async fn post(addr: SocketAddr, path: &str, body: &Value) -> Value {
-    let stream = TcpStream::connect(addr).await.unwrap();
-    let (status, body) = common::http1(stream, "POST", path, &body.to_string()).await;
-    assert_eq!(status, StatusCode::OK);
-    serde_json::from_slice(&body).unwrap()
-}
-
-async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !check().await {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
-
 /// The node of the pod's seat, once `filter` has one.
 async fn seat(main: SocketAddr, args: &Value) -> String {
     let mut node = String::new();
-    eventually("the pod has a seat", async || {
-        let answer = post(main, "/scheduler/filter", args).await;
+    common::eventually("the pod has a seat", WAIT, async || {
+        let answer = common::post_json(main, "/scheduler/filter", args).await;
         match answer["NodeNames"].as_array().map(Vec::as_slice) {
             Some([n]) => {
                 node = n.as_str().unwrap().to_string();
@@ -303,7 +285,7 @@ async fn place_gang(fake: &FakeApiServer, main: SocketAddr, ns: &str) {
     fake.fail_bindings(2, 500, "InternalError", "etcdserver: request timed out");
     for attempt in 0..3 {
         let node = seat(main, &filter).await;
-        let bound = post(
+        let bound = common::post_json(
             main,
             "/scheduler/bind",
             &json!({"PodName": "train-0", "PodNamespace": ns, "PodUID": uid, "Node": node}),
@@ -319,9 +301,11 @@ async fn place_gang(fake: &FakeApiServer, main: SocketAddr, ns: &str) {
     // Waited for in the request log rather than read through the API, so the log holds only
     // kube-tas's own requests.
     let series = format!("PATCH /apis/events.k8s.io/v1/namespaces/{ns}/events/");
-    eventually("the second BindingFailed patches the first", async || {
-        fake.requests().iter().any(|l| l.starts_with(&series))
-    })
+    common::eventually(
+        "the second BindingFailed patches the first",
+        WAIT,
+        async || fake.requests().iter().any(|l| l.starts_with(&series)),
+    )
     .await;
 }
 
@@ -358,26 +342,15 @@ async fn drive_serve(deployment: &Deployment) -> (FakeApiServer, Vec<(String, u1
         ..ServeConfig::default()
     };
     assert!(config.leader_elect, "the Deployment elects a leader");
-    let (addrs_tx, addrs_rx) = tokio::sync::oneshot::channel();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(live::run_with(
-        config,
-        fake.client(),
-        async {
-            let _ = stop_rx.await;
-        },
-        move |s| {
-            let _ = addrs_tx.send((s.main_addr(), s.admin_addr()));
-        },
-    ));
-    let (main, admin) = addrs_rx.await.unwrap();
+    let serve = common::LiveServe::start(config, fake.client()).await;
+    let (main, admin) = (serve.main, serve.admin);
 
     // Every watch listed; the election won; the leader label set.
-    eventually("/readyz is 200", async || {
-        get(admin, "/readyz").await == StatusCode::OK
+    common::eventually("/readyz is 200", WAIT, async || {
+        common::get_text(admin, "/readyz").await.0 == StatusCode::OK
     })
     .await;
-    eventually("the leader labels its pod", async || {
+    common::eventually("the leader labels its pod", WAIT, async || {
         fake.get("v1", "Pod", Some(&namespace), pod)
             .is_some_and(|p| p["metadata"]["labels"][LEADER_LABEL] == "true")
     })
@@ -387,8 +360,7 @@ async fn drive_serve(deployment: &Deployment) -> (FakeApiServer, Vec<(String, u1
     }
     assert_eq!(fake.bindings().len(), WORKLOAD_NAMESPACES.len());
 
-    let _ = stop_tx.send(());
-    server.await.unwrap().unwrap();
+    serve.stop().await;
     let log = fake.request_log();
     (fake, log)
 }

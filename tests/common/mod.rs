@@ -246,3 +246,75 @@ impl KeepAlive {
         }
     }
 }
+
+/// `GET path` on a fresh connection: the status and the body as text.
+pub async fn get_text(addr: SocketAddr, path: &str) -> (StatusCode, String) {
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (status, body) = http1(stream, "GET", path, "").await;
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// `POST path` of JSON on a fresh connection; asserts 200 and returns the JSON answer.
+pub async fn post_json(
+    addr: SocketAddr,
+    path: &str,
+    body: &serde_json::Value,
+) -> serde_json::Value {
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (status, body) = http1(stream, "POST", path, &body.to_string()).await;
+    assert_eq!(status, StatusCode::OK);
+    serde_json::from_slice(&body).unwrap()
+}
+
+/// Polls `check` every 25 ms until it holds; fails naming `what` after `timeout`.
+pub async fn eventually(what: &str, timeout: Duration, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = std::time::Instant::now() + timeout;
+    while !check().await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// `serve` in live mode over `client`, running until [`LiveServe::stop`].
+pub struct LiveServe {
+    /// The main (extender, webhook) port.
+    pub main: SocketAddr,
+    /// The admin port.
+    pub admin: SocketAddr,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: JoinHandle<anyhow::Result<()>>,
+}
+
+impl LiveServe {
+    /// Starts `serve` with `config` and waits until both listeners are up.
+    pub async fn start(config: kube_tas::server::ServeConfig, client: kube::Client) -> Self {
+        let (addrs_tx, addrs_rx) = tokio::sync::oneshot::channel();
+        let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(kube_tas::server::live::run_with(
+            config,
+            client,
+            async {
+                let _ = stop_rx.await;
+            },
+            move |s| {
+                let _ = addrs_tx.send((s.main_addr(), s.admin_addr()));
+            },
+        ));
+        let (main, admin) = addrs_rx.await.unwrap();
+        Self {
+            main,
+            admin,
+            stop,
+            task,
+        }
+    }
+
+    /// Stops it as SIGTERM would and waits for the shutdown to finish cleanly.
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        self.task.await.unwrap().unwrap();
+    }
+}
