@@ -36,6 +36,10 @@ pub const QUEUE_NAME_LABEL: &str = "kueue.x-k8s.io/queue-name";
 pub const QUEUE_NAME_ANNOTATION: &str = "kueue.x-k8s.io/queue-name";
 /// Plain pod groups: the group's name (label).
 pub const POD_GROUP_NAME_LABEL: &str = "kueue.x-k8s.io/pod-group-name";
+
+/// The label a pod names its Workload-API `PodGroup` with on a cluster that does not serve
+/// `spec.schedulingGroup` (kube-tas's own `kube-tas.io/v1alpha1` PodGroups).
+pub const SCHEDULING_GROUP_LABEL: &str = "kube-tas.io/pod-group";
 /// Plain pod groups: how many pods the group has (annotation).
 pub const POD_GROUP_TOTAL_COUNT: &str = "kueue.x-k8s.io/pod-group-total-count";
 

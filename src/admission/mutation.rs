@@ -304,9 +304,13 @@ impl Webhook {
     /// A Pod on CREATE.
     pub fn pod(&self, pod: &Pod) -> Decision {
         let meta = &pod.metadata;
-        if managed_by_kueue(meta, pod.spec.as_ref())
-            || self.state.read().kueue_manages(&GroupKey::of_pod(meta))
-        {
+        let group = GroupKey::of_pod(meta, pod.spec.as_ref());
+        if group.kind == WorkloadKind::SchedulingGroup {
+            // A Workload-API PodGroup's pod: its PodGroup says how it is placed, and no
+            // ResourceFlavor is involved; nothing to validate or inject.
+            return Decision::allow();
+        }
+        if managed_by_kueue(meta, pod.spec.as_ref()) || self.state.read().kueue_manages(&group) {
             // Kueue's own TAS places it (its marks, or a Kueue Workload of its Job): kube-tas
             // does not fight it.
             return Decision::allow();
@@ -317,7 +321,6 @@ impl Webhook {
         let name = name_or_generate_name(meta);
         let owned;
         let state = self.state.read();
-        let group = GroupKey::of_pod(meta);
         if matches!(
             group.kind,
             WorkloadKind::JobSet | WorkloadKind::LeaderWorkerSet

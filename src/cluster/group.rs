@@ -33,12 +33,21 @@ impl fmt::Display for GroupKey {
 }
 
 impl GroupKey {
-    /// The group of a pod with this metadata: its JobSet's (a Job's pod with the JobSet name
-    /// label), its LeaderWorkerSet replica group's (name and group-index labels), its
-    /// controller Job's, else its plain pod group's (a non-empty `pod-group-name` label), else
-    /// the pod's own.
-    pub fn of_pod(meta: &ObjectMeta) -> Self {
+    /// The group of a pod with this metadata and spec: the Workload-API PodGroup it names
+    /// ([`scheduling_group_name`]: `spec.schedulingGroup.podGroupName` or the
+    /// `kube-tas.io/pod-group` label; an explicit group wins over everything below), its
+    /// JobSet's (a Job's pod with the JobSet name label), its LeaderWorkerSet replica group's
+    /// (name and group-index labels), its controller Job's, else its plain pod group's (a
+    /// non-empty `pod-group-name` label), else the pod's own.
+    pub fn of_pod(meta: &ObjectMeta, spec: Option<&PodSpec>) -> Self {
         let namespace = namespace_or_default(meta);
+        if let Some(name) = scheduling_group_name(meta, spec) {
+            return GroupKey {
+                kind: WorkloadKind::SchedulingGroup,
+                namespace,
+                name,
+            };
+        }
         let job = controller_job_of(meta);
         if job.is_some()
             && let Some(jobset) = label(meta, keys::JOBSET_NAME_LABEL)
@@ -98,6 +107,17 @@ impl GroupKey {
     pub fn is_gang(&self) -> bool {
         self.kind != WorkloadKind::Pod
     }
+}
+
+/// The Workload-API PodGroup a pod names: `spec.schedulingGroup.podGroupName` (clusters that
+/// serve the Workload API keep the field), else the `kube-tas.io/pod-group` label (clusters
+/// that drop it). Empty names count as none.
+pub fn scheduling_group_name(meta: &ObjectMeta, spec: Option<&PodSpec>) -> Option<String> {
+    spec.and_then(|s| s.scheduling_group.as_ref())
+        .and_then(|g| g.pod_group_name.as_deref())
+        .or_else(|| label(meta, keys::SCHEDULING_GROUP_LABEL))
+        .filter(|n| !n.is_empty())
+        .map(str::to_string)
 }
 
 /// Which PodSet of its workload a pod belongs to, as far as the pod itself says.

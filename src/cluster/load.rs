@@ -16,12 +16,14 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use super::kueue::{self, ClusterQueue, LocalQueue, ResourceFlavor, Topology};
 use super::pod_requests::parse_non_negative;
 use super::quantity::{parse_quantity, resource_amount};
+use super::scheduling_groups;
 use super::sets;
 use super::workloads::{self, Seen};
 use super::{Cluster, FieldError, Source};
@@ -80,7 +82,8 @@ pub enum LoadError {
     /// documents of other kinds only).
     #[error(
         "nothing to load: {paths} hold no object kube-tas reads (Nodes, Pods, Jobs, JobSets, \
-         LeaderWorkerSets, Topologies, ResourceFlavors, ClusterQueues, LocalQueues)"
+         LeaderWorkerSets, Topologies, ResourceFlavors, ClusterQueues, LocalQueues, \
+         PodGroups, CompositePodGroups)"
     )]
     Empty {
         /// The paths given, comma-separated.
@@ -383,6 +386,8 @@ enum Kind {
     ResourceFlavor,
     ClusterQueue,
     LocalQueue,
+    PodGroup,
+    CompositePodGroup,
 }
 
 impl Kind {
@@ -395,6 +400,14 @@ impl Kind {
             (sets::LWS_API_VERSION, "LeaderWorkerSet") => Some(Kind::LeaderWorkerSet),
             // Kueue served Topology as v1alpha1 before v1beta1, with the same fields.
             ("kueue.x-k8s.io/v1alpha1", "Topology") => Some(Kind::Topology),
+            (v, "PodGroup") if scheduling_groups::POD_GROUP_API_VERSIONS.contains(&v) => {
+                Some(Kind::PodGroup)
+            }
+            (v, "CompositePodGroup")
+                if scheduling_groups::COMPOSITE_POD_GROUP_API_VERSIONS.contains(&v) =>
+            {
+                Some(Kind::CompositePodGroup)
+            }
             (v, k) if kueue::API_VERSIONS.contains(&v) => match k {
                 "Topology" => Some(Kind::Topology),
                 "ResourceFlavor" => Some(Kind::ResourceFlavor),
@@ -409,7 +422,13 @@ impl Kind {
     fn namespaced(self) -> bool {
         matches!(
             self,
-            Kind::Pod | Kind::Job | Kind::JobSet | Kind::LeaderWorkerSet | Kind::LocalQueue
+            Kind::Pod
+                | Kind::Job
+                | Kind::JobSet
+                | Kind::LeaderWorkerSet
+                | Kind::LocalQueue
+                | Kind::PodGroup
+                | Kind::CompositePodGroup
         )
     }
 }
@@ -580,6 +599,20 @@ impl Loader {
                     .local_queues
                     .insert((namespace, name), queue);
             }
+            Kind::PodGroup | Kind::CompositePodGroup => {
+                let meta: ObjectMeta =
+                    decode(raw.value.get("metadata").cloned().unwrap_or_default())
+                        .map_err(|e| fail(in_metadata(e)))?;
+                let composite = kind == Kind::CompositePodGroup;
+                let group = scheduling_groups::scheduling_group(
+                    &raw.api_version,
+                    composite,
+                    &meta,
+                    raw.value.get("spec"),
+                )
+                .map_err(fail)?;
+                self.cluster.scheduling_groups.push(group);
+            }
         }
         Ok(())
     }
@@ -600,9 +633,20 @@ impl Loader {
         self.cluster.sets = derived.sets;
         self.cluster.replacements = derived.replacements;
         self.cluster.lost_pods = derived.lost_pods;
+        self.cluster.scheduling_pods = derived.scheduling_pods;
         self.cluster.warnings.extend(derived.warnings);
         Ok(self.cluster)
     }
+}
+
+/// A field error found while decoding `metadata` alone, named from the object's root.
+fn in_metadata(e: FieldError) -> FieldError {
+    let field = if e.field.is_empty() {
+        "metadata".to_string()
+    } else {
+        format!("metadata.{}", e.field)
+    };
+    FieldError::new(field, e.message)
 }
 
 /// `null`, `{}`: nothing to load.

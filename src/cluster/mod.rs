@@ -29,6 +29,7 @@ pub mod pod_requests;
 pub mod pod_view;
 pub mod quantity;
 pub mod role;
+pub mod scheduling_groups;
 pub mod sets;
 pub mod state;
 mod workloads;
@@ -65,6 +66,10 @@ pub struct Cluster {
     pub lost_pods: Vec<LostPod>,
     /// Kueue's Topology, ResourceFlavor, ClusterQueue and LocalQueue objects.
     pub kueue: KueueObjects,
+    /// Workload-API `PodGroup`s and `CompositePodGroup`s, in file order.
+    pub scheduling_groups: Vec<scheduling_groups::SchedulingGroup>,
+    /// Pending pods naming a Workload-API PodGroup, in file order.
+    pub scheduling_pods: Vec<k8s_openapi::api::core::v1::Pod>,
     /// Things skipped on the way in (unsupported kinds, ...), one sentence each.
     pub warnings: Vec<String>,
 }
@@ -96,6 +101,8 @@ pub struct BoundPod {
     pub node_name: String,
     /// Effective requests ([`pod_requests()`]), without the `pods` slot.
     pub requests: ResourceList,
+    /// CPU and memory as kube-scheduler's scoring counts them (non-zero defaults).
+    pub scoring: ResourceList,
     /// Carries one of [`crate::keys::TAS_POD_ANNOTATIONS`]: its usage is TAS usage.
     pub tas: bool,
     /// The name of the Job that controls it (a controller `ownerReference` of kind `Job`).
@@ -139,11 +146,14 @@ pub enum WorkloadKind {
     /// One replica group of a `leaderworkerset.x-k8s.io` LeaderWorkerSet: a leader and its
     /// workers.
     LeaderWorkerSet,
+    /// A Workload-API `PodGroup` (`scheduling.k8s.io`, or kube-tas's `kube-tas.io` copy): pods
+    /// naming it in `spec.schedulingGroup.podGroupName` or the `kube-tas.io/pod-group` label.
+    SchedulingGroup,
 }
 
 impl WorkloadKind {
     /// The name shown in messages and output (`Job`, `Pod`, `PodGroup`, `JobSet`,
-    /// `LeaderWorkerSet`).
+    /// `LeaderWorkerSet`; a Workload-API PodGroup is a `PodGroup` too).
     pub fn as_str(&self) -> &'static str {
         match self {
             WorkloadKind::Job => "Job",
@@ -151,6 +161,7 @@ impl WorkloadKind {
             WorkloadKind::PodGroup => "PodGroup",
             WorkloadKind::JobSet => "JobSet",
             WorkloadKind::LeaderWorkerSet => "LeaderWorkerSet",
+            WorkloadKind::SchedulingGroup => "PodGroup",
         }
     }
 }

@@ -99,6 +99,29 @@ pub fn pod_requests(spec: &PodSpec, spec_path: &str) -> Result<ResourceList, Fie
         .collect()
 }
 
+/// Each regular container's requests (limits standing in for missing ones), in Kueue's `i64`
+/// units: what kube-scheduler's scoring reads per container (its non-zero defaults apply to
+/// a container that requests nothing of a resource).
+pub fn container_request_lists(
+    spec: &PodSpec,
+    spec_path: &str,
+) -> Result<Vec<ResourceList>, FieldError> {
+    spec.containers
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let requests = container_requests(c, &format!("{spec_path}.containers[{i}]"))?;
+            Ok(requests
+                .into_iter()
+                .map(|(name, value)| {
+                    let amount = resource_amount(&name, value);
+                    (name, amount)
+                })
+                .collect())
+        })
+        .collect()
+}
+
 /// A container's requests, with limits standing in for missing requests.
 fn container_requests(c: &Container, path: &str) -> Result<ExactList, FieldError> {
     let Some(resources) = &c.resources else {

@@ -34,6 +34,7 @@ use std::borrow::Cow;
 
 use super::group::{GroupKey, PodIndex, PodSetHint};
 use super::kueue::{ClusterQueue, KueueObjects, LocalQueue, ResourceFlavor, Topology};
+use super::scheduling_groups::{GroupId, Origin, PendingMember, SchedulingGroup, pending_member};
 use super::sets::SetEntry;
 use super::workloads::{count_pod_of_role, finish_group_pod_sets};
 use super::{BoundPod, Cluster, LostPod, PendingGroupPod, PendingPodSet, Workload};
@@ -56,6 +57,9 @@ pub struct PodUsage {
     pub node: NodeId,
     /// Its effective requests, without the `pods` slot.
     pub requests: ResourceList,
+    /// Its CPU and memory as kube-scheduler's scoring counts them (the non-zero defaults for
+    /// containers that request none; [`crate::topology::podgroup::non_zero_requests`]).
+    pub scoring: ResourceList,
     /// The group it belongs to.
     pub group: GroupKey,
     /// Its PodSet in the group, as the pod says.
@@ -146,6 +150,8 @@ pub struct ClusterState {
     nodes: Vec<Option<Arc<NodeInfo>>>,
     /// By id: requests of the pods holding capacity there, plus their `pods` slots.
     used: Vec<ResourceList>,
+    /// By id: the same pods' CPU and memory as scoring counts them.
+    scored: Vec<ResourceList>,
     live_nodes: usize,
     pods: HashMap<String, PodUsage>,
     members: HashMap<GroupKey, BTreeSet<String>>,
@@ -169,6 +175,12 @@ pub struct ClusterState {
     /// A watch feeds the pending group pods (live mode): a group none of whose pods is known
     /// yet is waited for, never guessed from one pod.
     tracks_pending_group_pods: bool,
+    /// Workload-API PodGroups and CompositePodGroups, per origin ([`scheduling`]).
+    scheduling_groups: HashMap<GroupId, BTreeMap<Origin, SchedulingGroup>>,
+    /// Pending pods of Workload-API PodGroups, by uid.
+    scheduling_pending: HashMap<String, PendingMember>,
+    /// Their uids per group.
+    scheduling_pending_by_group: HashMap<GroupKey, BTreeSet<String>>,
     kueue: KueueObjects,
     trees: Mutex<HashMap<String, Arc<FlavorTopology>>>,
     topology_generation: u64,
@@ -205,6 +217,21 @@ impl ClusterState {
                 state.apply_pod_group(w.clone());
             }
         }
+        for group in &cluster.scheduling_groups {
+            state.apply_scheduling_group(group.clone());
+        }
+        for pod in &cluster.scheduling_pods {
+            // The loader has read every one of them already.
+            if let Ok(Some(member)) = pending_member(pod) {
+                let uid = pod
+                    .metadata
+                    .uid
+                    .clone()
+                    .filter(|u| !u.is_empty())
+                    .unwrap_or_else(|| format!("{}/{}", member.group.namespace, member.pod.name));
+                state.apply_pending_member(&uid, member);
+            }
+        }
         for (name, t) in &cluster.kueue.topologies {
             state.apply_topology(name, t.clone());
         }
@@ -233,6 +260,7 @@ impl ClusterState {
         self.names.push(name.to_string());
         self.nodes.push(None);
         self.used.push(ResourceList::new());
+        self.scored.push(ResourceList::new());
         id
     }
 
@@ -347,6 +375,12 @@ impl ClusterState {
         &self.used[id as usize]
     }
 
+    /// What the pods on node `id` count for in kube-scheduler's scoring: CPU and memory with
+    /// the non-zero defaults for containers that request none.
+    pub fn scored(&self, id: NodeId) -> &ResourceList {
+        &self.scored[id as usize]
+    }
+
     /// [`Self::used`] by name; `None` for a node never seen.
     pub fn node_usage(&self, name: &str) -> Option<&ResourceList> {
         self.node_id(name).map(|id| self.used(id))
@@ -368,6 +402,7 @@ impl ClusterState {
                 name: pod.name.clone(),
                 node,
                 requests: pod.requests.clone(),
+                scoring: pod.scoring.clone(),
                 group: pod.group.clone(),
                 pod_set: pod.pod_set.clone(),
                 index: pod.index,
@@ -424,6 +459,11 @@ impl ClusterState {
                 .insert(uid.clone());
         }
         add_pod_usage(&mut self.used[usage.node as usize], &usage.requests);
+        let scored = &mut self.scored[usage.node as usize];
+        for (name, value) in &usage.scoring {
+            let slot = scored.entry(name.clone()).or_insert(0);
+            *slot = slot.saturating_add(*value);
+        }
         self.members
             .entry(usage.group.clone())
             .or_default()
@@ -510,6 +550,13 @@ impl ClusterState {
             *v -= 1;
         }
         used.retain(|_, v| *v != 0);
+        let scored = &mut self.scored[p.node as usize];
+        for (name, value) in &p.scoring {
+            if let Some(v) = scored.get_mut(name) {
+                *v -= value;
+            }
+        }
+        scored.retain(|_, v| *v != 0);
         if let Some(m) = self.members.get_mut(&p.group) {
             m.remove(uid);
             if m.is_empty() {
@@ -1081,5 +1128,8 @@ impl SharedState {
     }
 }
 
+mod scheduling;
 #[cfg(test)]
 mod tests;
+
+pub use scheduling::SchedulingTree;

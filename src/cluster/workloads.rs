@@ -25,14 +25,16 @@ use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use super::group::{GroupKey, PodIndex, PodSetHint};
-use super::pod_requests::pod_requests;
+use super::pod_requests::{container_request_lists, pod_requests};
 use super::role::pod_role;
+use super::scheduling_groups::pending_member;
 use super::sets::{JobSet, LeaderWorkerSet, SetEntry};
 use super::{
     BoundPod, FieldError, LoadError, LostPod, PendingPodSet, Source, Workload, WorkloadKind,
 };
 use crate::keys;
 use crate::topology::PodSetSpec;
+use crate::topology::podgroup::non_zero_requests;
 
 /// The name of the single PodSet of a Job, pod or pod group (as Kueue names it).
 const MAIN_POD_SET: &str = "main";
@@ -55,6 +57,7 @@ pub(super) struct Derived {
     pub sets: BTreeMap<GroupKey, SetEntry>,
     pub replacements: BTreeMap<(String, String), Vec<usize>>,
     pub lost_pods: Vec<LostPod>,
+    pub scheduling_pods: Vec<Pod>,
     pub warnings: Vec<String>,
 }
 
@@ -97,6 +100,7 @@ pub(super) fn derive(objects: Objects) -> Result<Derived, LoadError> {
     let mut running_sets: BTreeSet<GroupKey> = BTreeSet::new();
     let mut replacements = BTreeMap::new();
     let mut lost_pods = Vec::new();
+    let mut scheduling_pods = Vec::new();
 
     for Seen {
         seq,
@@ -125,7 +129,7 @@ pub(super) fn derive(objects: Objects) -> Result<Derived, LoadError> {
             if failed_there && let Some(node_name) = on {
                 let spec = pod.spec.as_ref();
                 lost_pods.push(LostPod {
-                    group: GroupKey::of_pod(&pod.metadata),
+                    group: GroupKey::of_pod(&pod.metadata, spec),
                     pod_set: PodSetHint::of_pod(&pod.metadata, spec),
                     index: PodIndex::of_pod(&pod.metadata),
                     node_name,
@@ -149,7 +153,18 @@ pub(super) fn derive(objects: Objects) -> Result<Derived, LoadError> {
         if let Some(job) = &owner_job {
             running_jobs.insert((namespace.clone(), job.clone()));
         }
-        let key = GroupKey::of_pod(&pod.metadata);
+        let key = GroupKey::of_pod(&pod.metadata, pod.spec.as_ref());
+        if key.kind == WorkloadKind::SchedulingGroup {
+            // A Workload-API PodGroup's pod: bound, it is usage (and fixes its group's
+            // domain); pending, its PodGroup places it.
+            if let Some(bound) = bound_pod_of(&pod).map_err(fail)? {
+                bound_pods.push(bound);
+            } else {
+                pending_member(&pod).map_err(fail)?;
+                scheduling_pods.push(pod);
+            }
+            continue;
+        }
         if matches!(
             key.kind,
             WorkloadKind::JobSet | WorkloadKind::LeaderWorkerSet
@@ -338,6 +353,7 @@ pub(super) fn derive(objects: Objects) -> Result<Derived, LoadError> {
         sets,
         replacements,
         lost_pods,
+        scheduling_pods,
         warnings,
     })
 }
@@ -389,11 +405,12 @@ pub fn bound_pod_of(pod: &Pod) -> Result<Option<BoundPod>, FieldError> {
         uid: meta.uid.clone().filter(|u| !u.is_empty()),
         node_name,
         requests: pod_requests(spec, "spec")?,
+        scoring: non_zero_requests(container_request_lists(spec, "spec")?.iter()),
         tas: keys::TAS_POD_ANNOTATIONS
             .iter()
             .any(|k| annotations.contains_key(*k)),
         owner_job: controller_job_of(meta),
-        group: GroupKey::of_pod(meta),
+        group: GroupKey::of_pod(meta, Some(spec)),
         pod_set: PodSetHint::of_pod(meta, Some(spec)),
         index: PodIndex::of_pod(meta),
         terminating: meta.deletion_timestamp.is_some(),
@@ -478,7 +495,7 @@ pub struct PendingGroupPod {
 /// plain pod group, or controlled by a Job or a set.
 pub fn pending_group_pod(pod: &Pod) -> Result<Option<PendingGroupPod>, FieldError> {
     let meta = &pod.metadata;
-    let group = GroupKey::of_pod(meta);
+    let group = GroupKey::of_pod(meta, pod.spec.as_ref());
     let bound = pod
         .spec
         .as_ref()

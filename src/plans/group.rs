@@ -4,12 +4,14 @@
 use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodSpec};
 
 use crate::cluster::group::{GroupKey, PodIndex, PodSetHint};
+use crate::cluster::pod_requests::container_request_lists;
 use crate::cluster::{
     controller_job_ref, managed_by_kueue, name_or_generate_name, namespace_or_default,
     pod_marks_tas, pod_requests,
 };
 use crate::keys;
 use crate::topology::ResourceList;
+use crate::topology::podgroup::non_zero_requests;
 
 /// What plans need to know about one pod.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,6 +32,8 @@ pub struct PodFacts {
     pub job_index: Option<usize>,
     /// Its effective requests, without the `pods` slot.
     pub requests: ResourceList,
+    /// Its CPU and memory as kube-scheduler's scoring counts them (non-zero defaults).
+    pub scoring: ResourceList,
     /// It names a queue or carries a `kueue.x-k8s.io/podset-*` annotation: a TAS candidate.
     pub tas_marked: bool,
     /// Kueue itself manages it ([`managed_by_kueue`]): left to Kueue.
@@ -51,6 +55,9 @@ impl PodFacts {
         let no_spec = PodSpec::default();
         let spec = pod.spec.as_ref().unwrap_or(&no_spec);
         let requests = pod_requests(spec, "spec").map_err(|e| format!("{label}: {e}"))?;
+        let containers =
+            container_request_lists(spec, "spec").map_err(|e| format!("{label}: {e}"))?;
+        let scoring = non_zero_requests(containers.iter());
         let uid = meta
             .uid
             .clone()
@@ -58,7 +65,7 @@ impl PodFacts {
             .unwrap_or_else(|| format!("{namespace}/{name}"));
         let labels = meta.labels.as_ref();
         let annotations = meta.annotations.as_ref();
-        let group = GroupKey::of_pod(meta);
+        let group = GroupKey::of_pod(meta, Some(spec));
         let index_text = annotations
             .and_then(|a| a.get(keys::JOB_COMPLETION_INDEX))
             .or_else(|| labels.and_then(|l| l.get(keys::JOB_COMPLETION_INDEX)));
@@ -109,6 +116,7 @@ impl PodFacts {
             completion_index,
             job_index,
             requests,
+            scoring,
             tas_marked,
             kueue_managed,
             owner,

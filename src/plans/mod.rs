@@ -41,6 +41,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 
+use crate::cluster::WorkloadKind;
 use crate::cluster::admit::{Route, RoutedPodSet, RoutedWorkload, route};
 use crate::cluster::group::{LWS_LEADER_POD_SET, LWS_WORKER_POD_SET, PodIndex, PodSetHint};
 use crate::cluster::state::{ClusterState, FlavorTopology, NodeId, PodUsage};
@@ -57,6 +58,7 @@ pub use crate::cluster::group::GroupKey;
 mod group;
 mod held;
 mod holders;
+mod scheduling;
 mod successor;
 #[cfg(test)]
 mod tests;
@@ -356,6 +358,7 @@ struct SeenPod {
     kueue_managed: bool,
     owner: ObjectReference,
     requests: ResourceList,
+    scoring: ResourceList,
     bound_to: Option<String>,
     binding: bool,
     seen: Instant,
@@ -503,6 +506,9 @@ impl PlanBook {
                 );
             }
         }
+        if facts.group.kind == WorkloadKind::SchedulingGroup {
+            return self.scheduling_filter(state, pod, &facts, candidates, now);
+        }
         // A pod recreated for one its group lost: back to its predecessor's node, unless that
         // node has failed for the group (then `failed` says which nodes are replaced).
         let mut failed = Vec::new();
@@ -596,6 +602,7 @@ impl PlanBook {
                 kueue_managed: facts.kueue_managed,
                 owner: facts.owner.clone(),
                 requests: facts.requests.clone(),
+                scoring: facts.scoring.clone(),
                 bound_to: None,
                 binding: false,
                 seen: now,
@@ -642,6 +649,9 @@ impl PlanBook {
     /// node down. `None` when the group would fit, has a plan, or is not a TAS group.
     pub fn diagnose(&mut self, state: &ClusterState, pod: &Pod, now: Instant) -> Option<String> {
         let facts = PodFacts::of(pod).ok()?;
+        if facts.group.kind == WorkloadKind::SchedulingGroup {
+            return self.diagnose_scheduling(state, pod, &facts, now);
+        }
         if self.planned_key(&facts).is_some() {
             return None;
         }
@@ -792,6 +802,7 @@ impl PlanBook {
         let key = seen.key.clone();
         let (pod_set, index) = (seen.pod_set.clone(), seen.index);
         let requests = seen.requests.clone();
+        let scoring = seen.scoring.clone();
         if let Some(plan) = self.plans.get_mut(&key)
             && let Some(&s) = plan.by_uid.get(&ticket.uid)
         {
@@ -826,6 +837,7 @@ impl PlanBook {
                 name: ticket.name.clone(),
                 node: ticket.node_id,
                 requests,
+                scoring,
                 group: key.group,
                 pod_set,
                 index,

@@ -5,7 +5,8 @@
 //! nodeSelector and tolerations injected as the webhook does, and scheduled one by one as
 //! kube-scheduler would: its own filters ([`kube_scheduler`]), then the extender's `filter`,
 //! `prioritize` and `bind` ([`crate::extender::Extender`], in process). Every bound pod is
-//! usage for the next. The what-if answer is therefore the production answer.
+//! usage for the next. The what-if answer is therefore the production answer. Workload-API
+//! `PodGroup`s and `CompositePodGroup`s come after, root by root ([`scheduling`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -16,6 +17,7 @@ use serde::Serialize;
 
 pub mod kube_scheduler;
 pub mod pods;
+mod scheduling;
 pub mod table;
 
 use crate::admission::{self, AdmittedPodSet};
@@ -205,6 +207,9 @@ pub fn run_with(
             report.workloads.push(r);
         }
     }
+    // Workload-API groups after Kueue's workloads (which they see as usage), in file order.
+    let groups = sim.scheduling_groups();
+    report.workloads.extend(groups);
     report.flavors = sim.flavor_reports();
     report.left_out = sim.left_out();
     report

@@ -33,7 +33,9 @@ pub fn pods_of(w: &Workload, index: usize, ps: &AdmittedPodSet, rf: &ResourceFla
     let stamps = match w.kind {
         WorkloadKind::Job => stamps(w),
         WorkloadKind::JobSet | WorkloadKind::LeaderWorkerSet => set_stamps(w, index),
-        WorkloadKind::Pod | WorkloadKind::PodGroup => BTreeMap::new(),
+        WorkloadKind::Pod | WorkloadKind::PodGroup | WorkloadKind::SchedulingGroup => {
+            BTreeMap::new()
+        }
     };
     let per_replica = w.pod_sets.get(index).map_or(1, |p| {
         usize::try_from(p.pods_per_replica).unwrap_or(1).max(1)
@@ -165,7 +167,7 @@ pub fn pods_of(w: &Workload, index: usize, ps: &AdmittedPodSet, rf: &ResourceFla
                         format!("{}-{worker}", w.name)
                     }
                 }
-                WorkloadKind::Pod => w.name.clone(),
+                WorkloadKind::Pod | WorkloadKind::SchedulingGroup => w.name.clone(),
             };
             if matches!(w.kind, WorkloadKind::Pod | WorkloadKind::PodGroup)
                 && let Some(q) = &w.queue_name

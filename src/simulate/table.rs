@@ -40,7 +40,36 @@ pub fn render(report: &Report) -> String {
             } else {
                 id.clone()
             };
-            if ps.flavor.is_none() {
+            if ps.flavor.is_none() && ps.fits && !ps.levels.is_empty() {
+                // A Workload-API group: its domain by the keys above the hostname.
+                let placed: i64 = ps.domains.iter().map(|d| d.count).sum();
+                let keys = &ps.levels[..ps.levels.len() - 1];
+                let mut domains: Vec<String> = ps
+                    .domains
+                    .iter()
+                    .map(|d| {
+                        keys.iter()
+                            .zip(&d.values)
+                            .map(|(k, v)| format!("{} {v}", crate::plans::level_noun(k)))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    })
+                    .collect();
+                domains.dedup();
+                let nodes: std::collections::BTreeSet<&String> =
+                    ps.domains.iter().filter_map(|d| d.values.last()).collect();
+                let within = match domains.as_slice() {
+                    [one] if !one.is_empty() => format!(" in {one}"),
+                    [_] | [] => String::new(),
+                    many => format!(" in {}", many.join("; ")),
+                };
+                let _ = writeln!(
+                    out,
+                    "  PLACED   {name}: {placed}/{} pod(s){within} on {} node(s)",
+                    ps.count,
+                    nodes.len()
+                );
+            } else if ps.flavor.is_none() && ps.levels.is_empty() {
                 let _ = writeln!(
                     out,
                     "  SKIPPED  {name}: no topology request; kube-scheduler places it alone"

@@ -27,6 +27,12 @@ use crate::cluster::{
 };
 use crate::keys;
 
+mod scheduling;
+pub use scheduling::{
+    CompositePodGroupV1alpha3, KubeTasCompositePodGroup, KubeTasPodGroup, PendingMemberPod,
+    PodGroupV1beta1,
+};
+
 /// A kind kube-tas watches.
 pub trait WatchedKind:
     Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static

@@ -3,7 +3,9 @@
 //!
 //! * Nodes, Pods (bound and unfinished only, by field selector), Jobs, and Kueue's
 //!   `v1beta2` Topology, ResourceFlavor, ClusterQueue and LocalQueue ([`kinds`]); Kueue's
-//!   Workloads, only for which Jobs Kueue itself manages.
+//!   Workloads, only for which Jobs Kueue itself manages; the Workload API's PodGroups and
+//!   CompositePodGroups (`scheduling.k8s.io`, and kube-tas's `kube-tas.io` copies, whichever
+//!   the cluster serves) and the pending pods that name a PodGroup.
 //! * Each watch lists, then watches from the list's resourceVersion; the API server's 410 Gone
 //!   (or any break) makes kube-runtime relist, and a relist **replaces** what it lists: objects
 //!   deleted during the gap are removed (`remove_unlisted`). Listed objects are applied as they
@@ -14,7 +16,8 @@
 //!   whole batch.
 //! * Errors are retried with kube-runtime's default backoff and counted per kind
 //!   ([`KindStatus`]); a kind the cluster does not serve (404: Kueue's CRDs not installed),
-//!   or an optional kind (JobSet, LeaderWorkerSet) kube-tas may not read (403), is logged
+//!   or an optional kind (JobSet, LeaderWorkerSet, the Workload-API kinds) kube-tas may not
+//!   read (403), is logged
 //!   once, reported as not served, and does not hold back readiness
 //!   ([`WatchStatus::synced`]).
 
@@ -40,7 +43,10 @@ pub mod kinds;
 pub mod leader;
 pub mod resources;
 
-pub use kinds::{PendingGroupPod, WatchedKind};
+pub use kinds::{
+    CompositePodGroupV1alpha3, KubeTasCompositePodGroup, KubeTasPodGroup, PendingGroupPod,
+    PendingMemberPod, PodGroupV1beta1, WatchedKind,
+};
 pub use leader::Leadership;
 
 /// How many objects of a relist are applied under one write lock.
@@ -208,7 +214,12 @@ impl Watches {
             JobSet,
             LeaderWorkerSet,
             PendingGroupPod,
-            KueueWorkload
+            KueueWorkload,
+            PodGroupV1beta1,
+            CompositePodGroupV1alpha3,
+            KubeTasPodGroup,
+            KubeTasCompositePodGroup,
+            PendingMemberPod
         );
         Self {
             status,

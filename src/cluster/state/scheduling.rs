@@ -1,0 +1,252 @@
+//! The Workload-API half of the [`ClusterState`]: `PodGroup`s and `CompositePodGroup`s (from
+//! either API group), the pending pods that name them, and what the placement core reads to
+//! place one tree of them (its groups, its nodes, their usage).
+//!
+//! Invariants: `scheduling_pending_by_group` lists exactly the uids of `scheduling_pending`
+//! per group; a group object is kept per origin, and a lookup takes `scheduling.k8s.io`'s
+//! before `kube-tas.io`'s.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use super::{ClusterState, FlavorTopology, NodeId};
+use crate::cluster::group::GroupKey;
+use crate::cluster::scheduling_groups::{GroupId, Origin, PendingMember, SchedulingGroup};
+use crate::keys::HOSTNAME_LABEL;
+use crate::topology::podgroup::{MAX_DEPTH, NodeUsage, Usage};
+use crate::topology::tree::TopologyTree;
+use crate::topology::{NodeInfo, ResourceList};
+
+/// The tree cache's key for [`ClusterState::hostname_topology`]: not a valid ResourceFlavor
+/// name, so it never meets one.
+const HOSTNAME_TREE: &str = "kubernetes.io/hostname";
+
+/// The groups of one tree, as [`ClusterState::scheduling_tree`] finds them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchedulingTree {
+    /// The root's name (the PodGroup itself when it stands alone).
+    pub root: String,
+    /// The root is a CompositePodGroup.
+    pub composite: bool,
+    /// The root, its descendants, and the groups met walking up from the asking PodGroup
+    /// (which, for a broken tree, is where the core finds the cycle or the missing parent).
+    pub groups: Vec<SchedulingGroup>,
+}
+
+impl SchedulingTree {
+    /// The PodGroups of the tree (its leaves).
+    pub fn leaves(&self) -> impl Iterator<Item = &SchedulingGroup> {
+        self.groups.iter().filter(|g| !g.composite)
+    }
+}
+
+impl ClusterState {
+    /// A PodGroup or CompositePodGroup added or changed.
+    pub fn apply_scheduling_group(&mut self, group: SchedulingGroup) {
+        self.scheduling_groups
+            .entry(group.id())
+            .or_default()
+            .insert(group.origin, group);
+    }
+
+    /// A PodGroup or CompositePodGroup of `origin` gone; `false` when none was recorded.
+    pub fn delete_scheduling_group(&mut self, origin: Origin, id: &GroupId) -> bool {
+        let Some(by_origin) = self.scheduling_groups.get_mut(id) else {
+            return false;
+        };
+        let removed = by_origin.remove(&origin).is_some();
+        if by_origin.is_empty() {
+            self.scheduling_groups.remove(id);
+        }
+        removed
+    }
+
+    /// `namespace/name` of every group of `origin` and kind recorded.
+    pub fn scheduling_group_keys(&self, origin: Origin, composite: bool) -> Vec<String> {
+        self.scheduling_groups
+            .iter()
+            .filter(|(id, by)| id.composite == composite && by.contains_key(&origin))
+            .map(|(id, _)| format!("{}/{}", id.namespace, id.name))
+            .collect()
+    }
+
+    /// The group of this kind, namespace and name (the Workload API's own first).
+    pub fn scheduling_group(&self, id: &GroupId) -> Option<&SchedulingGroup> {
+        self.scheduling_groups.get(id)?.values().next()
+    }
+
+    /// How many groups are known (both kinds).
+    pub fn scheduling_group_count(&self) -> usize {
+        self.scheduling_groups.len()
+    }
+
+    /// A pending pod of a Workload-API PodGroup (added or changed).
+    pub fn apply_pending_member(&mut self, uid: &str, member: PendingMember) {
+        self.remove_pending_member(uid);
+        self.scheduling_pending_by_group
+            .entry(member.group.clone())
+            .or_default()
+            .insert(uid.to_string());
+        self.scheduling_pending.insert(uid.to_string(), member);
+    }
+
+    /// A pending member gone (deleted, or bound: the pod watch shows it then).
+    pub fn remove_pending_member(&mut self, uid: &str) -> bool {
+        let Some(old) = self.scheduling_pending.remove(uid) else {
+            return false;
+        };
+        if let Some(uids) = self.scheduling_pending_by_group.get_mut(&old.group) {
+            uids.remove(uid);
+            if uids.is_empty() {
+                self.scheduling_pending_by_group.remove(&old.group);
+            }
+        }
+        true
+    }
+
+    /// The uids of every pending member recorded.
+    pub fn pending_member_uids(&self) -> Vec<String> {
+        self.scheduling_pending.keys().cloned().collect()
+    }
+
+    /// The pending pods of `group` in scheduling order (priority, then creation, then name),
+    /// without those already holding capacity (a pod assumed on bind stays pending in the
+    /// watch until it shows up bound).
+    pub fn pending_members(&self, group: &GroupKey) -> Vec<(&str, &PendingMember)> {
+        let mut out: Vec<(&str, &PendingMember)> = self
+            .scheduling_pending_by_group
+            .get(group)
+            .into_iter()
+            .flatten()
+            .filter(|u| !self.pods.contains_key(*u))
+            .filter_map(|u| self.scheduling_pending.get(u).map(|m| (u.as_str(), m)))
+            .collect();
+        out.sort_by(|a, b| a.1.order().cmp(&b.1.order()));
+        out
+    }
+
+    /// The tree the PodGroup `leaf` belongs to: walking up its parents to the root, then every
+    /// group under that root. The error, for a PodGroup that does not exist, is the reason its
+    /// pods wait (kube-scheduler keeps them pending until it appears).
+    pub fn scheduling_tree(&self, leaf: &GroupKey) -> Result<SchedulingTree, String> {
+        let namespace = &leaf.namespace;
+        let id = |composite: bool, name: &str| GroupId {
+            composite,
+            namespace: namespace.clone(),
+            name: name.to_string(),
+        };
+        let Some(start) = self.scheduling_group(&id(false, &leaf.name)) else {
+            return Err(format!(
+                "PodGroup {namespace}/{} does not exist: its pods wait for it to be created",
+                leaf.name
+            ));
+        };
+        let mut chain: Vec<&SchedulingGroup> = vec![start];
+        let mut at = start;
+        while let Some(parent) = &at.parent {
+            let Some(p) = self.scheduling_group(&id(true, parent)) else {
+                break;
+            };
+            if chain.iter().any(|c| c.composite && c.name == p.name) || chain.len() > MAX_DEPTH {
+                break;
+            }
+            chain.push(p);
+            at = p;
+        }
+        let root = *chain.last().unwrap_or(&start);
+        let mut groups: Vec<SchedulingGroup> = chain.iter().map(|g| (*g).clone()).collect();
+        if root.composite && root.parent.is_none() {
+            // Every group of the namespace under the root, level by level.
+            let mut parents: BTreeSet<String> = BTreeSet::from([root.name.clone()]);
+            let mut seen: BTreeSet<GroupId> = groups.iter().map(SchedulingGroup::id).collect();
+            for _ in 0..MAX_DEPTH {
+                let mut next = BTreeSet::new();
+                for (gid, by) in &self.scheduling_groups {
+                    let Some(g) = by.values().next() else {
+                        continue;
+                    };
+                    if gid.namespace == *namespace
+                        && g.parent.as_ref().is_some_and(|p| parents.contains(p))
+                        && seen.insert(gid.clone())
+                    {
+                        if g.composite {
+                            next.insert(g.name.clone());
+                        }
+                        groups.push(g.clone());
+                    }
+                }
+                if next.is_empty() {
+                    break;
+                }
+                parents = next;
+            }
+        }
+        // Stable order for the core and for messages: kind, then name.
+        groups.sort_by(|a, b| (!a.composite, &a.name).cmp(&(!b.composite, &b.name)));
+        Ok(SchedulingTree {
+            root: root.name.clone(),
+            composite: root.composite,
+            groups,
+        })
+    }
+
+    /// Every node and what the pods on it take, as the placement core reads them: usage is
+    /// requests (and `pods` slots) plus `held` on each node, and the scoring amounts (held
+    /// capacity counts at its requests there).
+    pub fn scheduling_usage<'h>(
+        &self,
+        held: impl Fn(NodeId) -> Option<&'h ResourceList>,
+    ) -> (Vec<NodeInfo>, Usage) {
+        let mut nodes = Vec::with_capacity(self.live_nodes);
+        let mut usage = Usage::new();
+        for (id, node) in self.nodes() {
+            let mut u = NodeUsage {
+                requested: self.used(id).clone(),
+                non_zero: self.scored(id).clone(),
+            };
+            if let Some(h) = held(id) {
+                for (k, v) in h {
+                    let slot = u.requested.entry(k.clone()).or_insert(0);
+                    *slot = slot.saturating_add(*v);
+                    if matches!(k.as_str(), "cpu" | "memory") {
+                        let slot = u.non_zero.entry(k.clone()).or_insert(0);
+                        *slot = slot.saturating_add(*v);
+                    }
+                }
+            }
+            if !u.requested.is_empty() || !u.non_zero.is_empty() {
+                usage.insert(node.name.clone(), u);
+            }
+            nodes.push(node.clone());
+        }
+        (nodes, usage)
+    }
+
+    /// Every node's hostname as a one-level tree (every Ready, schedulable node with a
+    /// `kubernetes.io/hostname` label is a leaf): where the seats of Workload-API plans sit, a
+    /// seat per pod on its node. Built on first use per topology generation.
+    pub fn hostname_topology(&self) -> Arc<FlavorTopology> {
+        let mut trees = self.trees.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(f) = trees.get(HOSTNAME_TREE)
+            && f.generation == self.topology_generation
+        {
+            return f.clone();
+        }
+        let tree = TopologyTree::build(
+            HOSTNAME_TREE,
+            &[HOSTNAME_LABEL.to_string()],
+            &BTreeMap::new(),
+            self.nodes.iter().flatten().cloned(),
+        );
+        let member_ids = tree.nodes.iter().map(|n| self.node_ids[&n.name]).collect();
+        let built = Arc::new(FlavorTopology {
+            name: HOSTNAME_TREE.to_string(),
+            tree,
+            tolerations: Vec::new(),
+            member_ids,
+            generation: self.topology_generation,
+        });
+        trees.insert(HOSTNAME_TREE.to_string(), built.clone());
+        built
+    }
+}

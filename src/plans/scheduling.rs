@@ -1,0 +1,484 @@
+//! Plans for Workload-API groups (`PodGroup`s, alone or under `CompositePodGroup`s): the first
+//! pod of a tree that asks has the whole tree placed by the placement core
+//! ([`crate::topology::podgroup`]) on what is free now, and every pod the core placed gets a
+//! seat on its node, in a plan per PodGroup, held like any other plan's seats.
+//!
+//! * A seat is **taken at planning** by the pod the core placed there (its uid), so every pod
+//!   gets the node its own filters were checked against; `filter` passes only that node.
+//! * Pods of the tree already bound, and seats of its live plans, are what the core calls
+//!   bound pods: they fix the domain, so a pod that comes later (or after a restart) is placed
+//!   beside them, and the domain is never re-chosen under a running group.
+//! * A pod the core leaves pending (a basic group that only partly fits) gets no seat and is
+//!   turned down with the reason; a tree that does not fit holds nothing.
+//! * A plan holds, per seat, the largest requests of its PodGroup's pods (pods of one
+//!   PodGroup share a template in practice; a mixed group is never under-held).
+
+use std::collections::{HashMap, HashSet};
+use std::time::Instant;
+
+use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodSpec};
+
+use super::{
+    FilterVerdict, Holder, MAIN_POD_SET, Plan, PlanBook, PlanCounters, PlanKey, PodFacts,
+    Rejection, Seat, main_key, only,
+};
+use crate::cluster::WorkloadKind;
+use crate::cluster::group::GroupKey;
+use crate::cluster::scheduling_groups::{
+    KUBE_TAS_API_VERSION, Origin, SchedulingGroup, pending_pod,
+};
+use crate::cluster::state::{ClusterState, SchedulingTree};
+use crate::topology::podgroup::{self, Decision, PendingPod};
+use crate::topology::{PodSetSpec, ResourceList};
+
+/// The apiVersion Events about a `scheduling.k8s.io` PodGroup name it by.
+const SCHEDULING_POD_GROUP_API_VERSION: &str = "scheduling.k8s.io/v1beta1";
+
+/// One PodGroup of a tree being planned: its key, the uid of each pod it offers the core (by
+/// pod name), and the largest requests among them.
+struct LeafInput {
+    key: PlanKey,
+    uids: HashMap<String, String>,
+    requests: ResourceList,
+}
+
+impl PlanBook {
+    /// `filter` for a pod of a Workload-API PodGroup: its seat, planning its tree first when
+    /// it has none.
+    pub(super) fn scheduling_filter(
+        &mut self,
+        state: &ClusterState,
+        pod: &Pod,
+        facts: &PodFacts,
+        candidates: &[&str],
+        now: Instant,
+    ) -> FilterVerdict {
+        let key = main_key(&facts.group);
+        self.drop_if_seats_failed(state, &key);
+        if !self.has_seat(&key, &facts.uid) {
+            let no_spec = PodSpec::default();
+            let spec = pod.spec.as_ref().unwrap_or(&no_spec);
+            let asking = match pending_pod(&facts.name, spec) {
+                Ok(p) => p,
+                Err(e) => {
+                    return FilterVerdict::Invalid(format!(
+                        "Pod {}/{}: {}: {}",
+                        facts.namespace, facts.name, e.field, e.message
+                    ));
+                }
+            };
+            if let Err(rejection) = self.plan_scheduling_tree(state, facts, asking, now, true) {
+                self.see(facts, key, now);
+                return FilterVerdict::Only {
+                    pass: Vec::new(),
+                    rejected: rejection,
+                };
+            }
+        }
+        self.see(facts, key.clone(), now);
+        if !self.has_seat(&key, &facts.uid) {
+            let reason = self
+                .group_failure(&facts.group)
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("{} has no room left for it", facts.group));
+            return only(
+                candidates,
+                &[],
+                format!("node(s) cannot take pod {}: {reason}", facts.name),
+            );
+        }
+        self.seat_filter(state, &key, facts, candidates, now)
+    }
+
+    fn has_seat(&self, key: &PlanKey, uid: &str) -> bool {
+        self.plans
+            .get(key)
+            .is_some_and(|plan| plan.by_uid.contains_key(uid))
+    }
+
+    /// Why the Workload-API group of `pod` cannot be placed now, without keeping a plan.
+    pub(super) fn diagnose_scheduling(
+        &mut self,
+        state: &ClusterState,
+        pod: &Pod,
+        facts: &PodFacts,
+        now: Instant,
+    ) -> Option<String> {
+        if self.has_seat(&main_key(&facts.group), &facts.uid) {
+            return None;
+        }
+        let spec = pod.spec.clone().unwrap_or_default();
+        let asking = pending_pod(&facts.name, &spec).ok()?;
+        match self.plan_scheduling_tree(state, facts, asking, now, false) {
+            Err(r) => Some(
+                self.group_failure(&facts.group)
+                    .map(str::to_string)
+                    .unwrap_or_else(|| r.reason.to_string()),
+            ),
+            Ok(()) => None,
+        }
+    }
+
+    /// Places the tree of the asking pod's PodGroup and seats every pod placed. With `keep`
+    /// the plans are kept (and Events noticed on the tree's root); without, the attempt is
+    /// only a diagnosis.
+    fn plan_scheduling_tree(
+        &mut self,
+        state: &ClusterState,
+        facts: &PodFacts,
+        asking: PendingPod,
+        now: Instant,
+        keep: bool,
+    ) -> Result<(), Rejection> {
+        let tree = match state.scheduling_tree(&facts.group) {
+            Ok(t) => t,
+            Err(why) => {
+                return Err(self.scheduling_failure(
+                    &facts.group,
+                    None,
+                    why.clone(),
+                    format!("node(s) wait: {why}"),
+                    false,
+                ));
+            }
+        };
+        let owner = keep.then(|| owner_of(&tree));
+        let owner = owner.as_ref();
+        let (groups, inputs) = self.core_groups(state, &tree, facts, asking);
+        let (nodes, usage) = state.scheduling_usage(|id| self.held.at(id));
+        let decision = match podgroup::place(&nodes, &usage, &groups, &tree.root) {
+            Ok(d) => d,
+            Err(e) => {
+                let why = e.to_string();
+                return Err(self.scheduling_failure(
+                    &facts.group,
+                    owner,
+                    why.clone(),
+                    format!("node(s) cannot take {}: {why}", facts.group),
+                    true,
+                ));
+            }
+        };
+        let asking_leaf = decision.leaves.iter().find(|l| l.name == facts.group.name);
+        if !decision.fits || asking_leaf.is_some_and(|l| !l.fits) {
+            let why = asking_leaf
+                .and_then(|l| l.message.clone())
+                .or_else(|| decision.message.clone())
+                .unwrap_or_else(|| format!("{} does not fit", facts.group));
+            PlanCounters::bump(&self.counters.groups_not_fit);
+            return Err(self.scheduling_failure(
+                &facts.group,
+                owner,
+                why.clone(),
+                format!("node(s) cannot take {}: {why}", facts.group),
+                false,
+            ));
+        }
+        if !keep {
+            return Ok(());
+        }
+        self.seat_decision(state, &tree, &decision, inputs, now)
+    }
+
+    /// The core's groups for `tree`: per PodGroup, its pods still to place (watched pending
+    /// pods and the asking pod, without those seated already) and its bound pods (pods holding
+    /// capacity, and seats of its live plan not bound yet).
+    fn core_groups(
+        &self,
+        state: &ClusterState,
+        tree: &SchedulingTree,
+        facts: &PodFacts,
+        asking: PendingPod,
+    ) -> (Vec<podgroup::Group>, Vec<LeafInput>) {
+        let mut groups = Vec::with_capacity(tree.groups.len());
+        let mut inputs = Vec::new();
+        let mut asking = Some(asking);
+        for g in &tree.groups {
+            if g.composite {
+                groups.push(g.to_core(Vec::new(), Vec::new()));
+                continue;
+            }
+            let leaf = GroupKey {
+                kind: WorkloadKind::SchedulingGroup,
+                namespace: g.namespace.clone(),
+                name: g.name.clone(),
+            };
+            let key = main_key(&leaf);
+            let plan = self.plans.get(&key);
+            let seated = |uid: &str| plan.is_some_and(|p| p.by_uid.contains_key(uid));
+            let mut bound: Vec<String> = state
+                .members(&leaf)
+                .filter_map(|m| state.name_of(m.node).map(str::to_string))
+                .collect();
+            let bound_uids: HashSet<&str> = plan
+                .map(|p| {
+                    p.seats
+                        .iter()
+                        .filter_map(|s| match &s.holder {
+                            Holder::Bound(uid) => Some(uid.as_str()),
+                            _ => None,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            if let Some(p) = plan {
+                for seat in p.seats.iter().filter(|s| s.holds()) {
+                    if let Some(name) = state.name_of(p.node_id(seat)) {
+                        bound.push(name.to_string());
+                    }
+                }
+            }
+            let mut pending = Vec::new();
+            let mut uids = HashMap::new();
+            for (uid, m) in state.pending_members(&leaf) {
+                if seated(uid) || bound_uids.contains(uid) {
+                    continue;
+                }
+                uids.insert(m.pod.name.clone(), uid.to_string());
+                pending.push(m.pod.clone());
+            }
+            if leaf == facts.group
+                && !uids.values().any(|u| *u == facts.uid)
+                && !seated(&facts.uid)
+                && let Some(p) = asking.take()
+            {
+                // The asking pod, not watched yet (or from a scheduler ahead of the watch):
+                // after the pods the watch knows, as the scheduler's queue would have it.
+                uids.insert(p.name.clone(), facts.uid.clone());
+                pending.push(p);
+            }
+            let mut requests = ResourceList::new();
+            for p in &pending {
+                for (k, v) in &p.requests {
+                    let slot = requests.entry(k.clone()).or_insert(0);
+                    *slot = (*slot).max(*v);
+                }
+            }
+            groups.push(g.to_core(pending, bound));
+            inputs.push(LeafInput {
+                key,
+                uids,
+                requests,
+            });
+        }
+        (groups, inputs)
+    }
+
+    /// Seats the pods `decision` placed: one seat per pod on its node, taken by that pod, in
+    /// its PodGroup's plan (made when it has none).
+    fn seat_decision(
+        &mut self,
+        state: &ClusterState,
+        tree: &SchedulingTree,
+        decision: &Decision,
+        inputs: Vec<LeafInput>,
+        now: Instant,
+    ) -> Result<(), Rejection> {
+        let flavor = state.hostname_topology();
+        let mut made = Vec::new();
+        for leaf in &decision.leaves {
+            let Some(input) = inputs.iter().find(|i| i.key.group.name == leaf.name) else {
+                continue;
+            };
+            if leaf.assignments.is_empty() {
+                continue;
+            }
+            let group = tree
+                .leaves()
+                .find(|g| g.name == leaf.name)
+                .cloned()
+                .ok_or_else(|| Rejection {
+                    reason: format!("node(s) lost PodGroup {}", leaf.name).into(),
+                    unresolvable: false,
+                })?;
+            let mut seats = Vec::new();
+            for a in &leaf.assignments {
+                let Some(uid) = input.uids.get(&a.pod) else {
+                    continue;
+                };
+                let member = flavor
+                    .tree
+                    .leaf_of_node(&a.node)
+                    .map(|l| (l, flavor.tree.domains[l].nodes.first().copied()));
+                let Some((leaf_idx, Some(member))) = member else {
+                    // A node the core may use but seats cannot (no hostname label, or not
+                    // Ready without the not-ready taint): the pod waits for the next call.
+                    continue;
+                };
+                seats.push(Seat {
+                    leaf: leaf_idx,
+                    member,
+                    holder: Holder::Taken(uid.clone()),
+                });
+            }
+            made.push((input.key.clone(), group, input.requests.clone(), seats));
+        }
+        let mut notes = Vec::new();
+        for (key, group, requests, seats) in made {
+            let path = decision
+                .leaves
+                .iter()
+                .find(|l| l.name == key.group.name)
+                .map(|l| {
+                    l.path
+                        .iter()
+                        .map(|p| format!("{} {}", super::level_noun(&p.key), p.value))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
+                .unwrap_or_default();
+            notes.push(format!(
+                "{} pod(s) of {key}{}",
+                seats.len(),
+                if path.is_empty() {
+                    String::new()
+                } else {
+                    format!(" in {path}")
+                }
+            ));
+            self.add_seats(&key, &group, &flavor, requests, seats, now);
+        }
+        let owner = owner_of(tree);
+        self.failures.remove(&GroupKey {
+            kind: WorkloadKind::SchedulingGroup,
+            namespace: owner.namespace.clone().unwrap_or_default(),
+            name: owner.name.clone().unwrap_or_default(),
+        });
+        for input in &inputs {
+            self.failures.remove(&input.key.group);
+        }
+        if !notes.is_empty() {
+            self.notice(
+                &owner,
+                false,
+                "TopologyPlanned",
+                format!("planned {}", notes.join("; ")),
+            );
+        }
+        Ok(())
+    }
+
+    /// Adds `seats` to the plan of `key` (made when there is none) and holds them; a plan
+    /// whose pods now ask for more holds every seat at the larger requests.
+    fn add_seats(
+        &mut self,
+        key: &PlanKey,
+        group: &SchedulingGroup,
+        flavor: &std::sync::Arc<crate::cluster::state::FlavorTopology>,
+        requests: ResourceList,
+        seats: Vec<Seat>,
+        now: Instant,
+    ) {
+        if seats.is_empty() {
+            return;
+        }
+        if !self.plans.contains_key(key) {
+            self.plans.insert(
+                key.clone(),
+                Plan {
+                    flavor: flavor.clone(),
+                    requests: ResourceList::new(),
+                    template: PodSetSpec {
+                        name: MAIN_POD_SET.to_string(),
+                        ..Default::default()
+                    },
+                    level: None,
+                    seats: Vec::new(),
+                    by_uid: HashMap::new(),
+                    touched: now,
+                    owner: group_ref(group),
+                    pods_per_replica: 1,
+                    workload_pod_sets: 1,
+                    seats_checked: None,
+                },
+            );
+            PlanCounters::bump(&self.counters.plans_made);
+        }
+        let Some(plan) = self.plans.get_mut(key) else {
+            return;
+        };
+        let mut larger = plan.requests.clone();
+        for (k, v) in &requests {
+            let slot = larger.entry(k.clone()).or_insert(0);
+            *slot = (*slot).max(*v);
+        }
+        if larger != plan.requests {
+            for seat in plan.seats.iter().filter(|s| s.holds()) {
+                let node = plan.node_id(seat);
+                self.held.release(node, &plan.requests);
+                self.held.hold(node, &larger);
+            }
+            plan.requests = larger;
+        }
+        for seat in seats {
+            if let Holder::Taken(uid) = &seat.holder {
+                plan.by_uid.insert(uid.clone(), plan.seats.len());
+            }
+            self.held
+                .hold(plan.flavor.member_ids[seat.member], &plan.requests);
+            plan.seats.push(seat);
+        }
+        plan.touched = now;
+        plan.seats_checked = None;
+    }
+
+    /// Remembers why the group does not fit (for `explain` and repeated calls), notices it
+    /// once per new reason with an `owner`, and returns the rejection.
+    fn scheduling_failure(
+        &mut self,
+        group: &GroupKey,
+        owner: Option<&ObjectReference>,
+        message: String,
+        reason: String,
+        unresolvable: bool,
+    ) -> Rejection {
+        let rejection = Rejection {
+            reason: reason.into(),
+            unresolvable,
+        };
+        let repeated = self
+            .failures
+            .get(group)
+            .is_some_and(|f| f.message == message);
+        if let Some(owner) = owner
+            && !repeated
+        {
+            self.notice(owner, true, "TopologyDoesNotFit", message.clone());
+        }
+        self.failures.insert(
+            group.clone(),
+            super::Failure {
+                generations: (0, 0),
+                given_up: false,
+                message,
+                rejection: rejection.clone(),
+            },
+        );
+        rejection
+    }
+}
+
+/// Where Events about a tree go: its root group.
+fn owner_of(tree: &SchedulingTree) -> ObjectReference {
+    tree.groups
+        .iter()
+        .find(|g| g.name == tree.root && g.composite == tree.composite)
+        .map(group_ref)
+        .unwrap_or_default()
+}
+
+/// An object reference to a group, at the apiVersion it was read from.
+fn group_ref(group: &SchedulingGroup) -> ObjectReference {
+    let api_version = match group.origin {
+        Origin::Scheduling if group.composite => "scheduling.k8s.io/v1alpha3",
+        Origin::Scheduling => SCHEDULING_POD_GROUP_API_VERSION,
+        Origin::KubeTas => KUBE_TAS_API_VERSION,
+    };
+    ObjectReference {
+        api_version: Some(api_version.to_string()),
+        kind: Some(group.kind().to_string()),
+        name: Some(group.name.clone()),
+        namespace: Some(group.namespace.clone()),
+        ..Default::default()
+    }
+}
