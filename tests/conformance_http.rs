@@ -1,6 +1,6 @@
 //! The conformance cases driven over HTTP the way kube-scheduler drives the extender: every
-//! workload of `tests/conformance/{placement,admission,podset-groups,node-replacement}` must
-//! land exactly where in-process `simulate` puts it.
+//! workload of `tests/conformance/{placement,admission,podset-groups,node-replacement,
+//! podgroups}` must land exactly where in-process `simulate` puts it.
 //!
 //! Per case, a real `kube-tas` main server is started in process on `127.0.0.1:0` (the
 //! [`kube_tas::server::start`] stack, on a multi-thread runtime of its own) over the case's
@@ -47,6 +47,7 @@ const REQUIRED_FOLDERS: &[&str] = &[
     "admission",
     "podset-groups",
     "node-replacement",
+    "podgroups",
 ];
 const OPTIONAL_FOLDERS: &[&str] = &[];
 

@@ -983,3 +983,222 @@ async fn two_replicas_never_both_plan_across_a_leader_change() {
     let _ = task_b.await;
     live.watches.stop().await;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Workload-API groups
+// ---------------------------------------------------------------------------------------------
+
+/// A PodGroup (or, with `composite`, a CompositePodGroup) at `api_version`.
+fn scheduling_group(
+    api_version: &str,
+    kind: &str,
+    name: &str,
+    policy: Value,
+    key: Option<&str>,
+    parent: Option<&str>,
+) -> Value {
+    let mut spec = json!({"schedulingPolicy": policy});
+    if let Some(key) = key {
+        spec["schedulingConstraints"] = json!({"topology": [{"key": key}]});
+    }
+    if let Some(parent) = parent {
+        spec["parentCompositePodGroupName"] = json!(parent);
+    }
+    json!({"apiVersion": api_version, "kind": kind,
+        "metadata": {"name": name, "namespace": "default"}, "spec": spec})
+}
+
+/// A pending pod naming PodGroup `group`: by `spec.schedulingGroup`, or (`by_label`) by the
+/// `kube-tas.io/pod-group` label.
+fn member_pod(group: &str, name: &str, cpu: u32, by_label: bool) -> Value {
+    let mut pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
+        "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+            "resources": {"requests": {"cpu": cpu.to_string()}}}]},
+        "status": {"phase": "Pending"}
+    });
+    if by_label {
+        pod["metadata"]["labels"] = json!({"kube-tas.io/pod-group": group});
+    } else {
+        pod["spec"]["schedulingGroup"] = json!({"podGroupName": group});
+    }
+    pod
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watched_pod_group_is_placed_in_one_rack_and_its_bindings_written() {
+    let mut objects = two_racks();
+    objects.push(scheduling_group(
+        "scheduling.k8s.io/v1beta1",
+        "PodGroup",
+        "workers",
+        json!({"gang": {"minCount": 3}}),
+        Some(RACK),
+        None,
+    ));
+    for i in 0..3 {
+        objects.push(member_pod("workers", &format!("w-{i}"), 2, false));
+    }
+    // A pod of no group, pending too: the member watch leaves it out.
+    objects.push(json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "other", "namespace": "default", "uid": "uid-other"},
+        "spec": {"containers": []}, "status": {"phase": "Pending"}}));
+    let live = Live::start(with_objects(objects)).await;
+    let group = GroupKey {
+        kind: WorkloadKind::SchedulingGroup,
+        namespace: "default".into(),
+        name: "workers".into(),
+    };
+    live.until("the PodGroup and its 3 pods are watched", |s| {
+        s.scheduling_group_count() == 1 && s.pending_members(&group).len() == 3
+    })
+    .await;
+    assert_eq!(live.state.read().pending_member_uids().len(), 3);
+    let extender = live.extender();
+    // 6 cpu: 75% of rack r1 (2 x 4) against 37% of r2 (2 x 8): MostAllocated takes r1.
+    let mut seats = Vec::new();
+    for i in 0..3 {
+        let pod = live.pod(&format!("w-{i}"));
+        let seat = filter(&extender, &pod).unwrap();
+        assert_eq!(seat.len(), 1, "w-{i}: {seat:?}");
+        let bound = extender.bind_and_write(&binding_args(&pod, &seat[0])).await;
+        assert_eq!(bound.error, "", "{bound:?}");
+        seats.push(seat[0].clone());
+    }
+    let racks: Vec<String> = seats
+        .iter()
+        .map(|n| rack_of(&live.state.read(), n))
+        .collect();
+    assert_eq!(racks, ["r1", "r1", "r1"], "{seats:?}");
+    assert_eq!(live.fake.bindings().len(), 3);
+    assert_eq!(extender.stats().plans_made, 1);
+    assert_eq!(extender.stats().seats_held, 0);
+    live.until("the bound pods leave the member watch", |s| {
+        s.pending_members(&group).is_empty() && s.members(&group).count() == 3
+    })
+    .await;
+    // The PodGroup deleted: forgotten.
+    assert!(live.fake.delete(
+        "scheduling.k8s.io/v1beta1",
+        "PodGroup",
+        Some("default"),
+        "workers"
+    ));
+    live.until("the PodGroup is gone", |s| s.scheduling_group_count() == 0)
+        .await;
+    live.watches.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube_tas_own_group_kinds_place_a_composite_where_the_workload_api_is_not_served() {
+    let fake = with_objects(two_racks());
+    fake.unserve("scheduling.k8s.io", "v1beta1", "podgroups");
+    fake.unserve("scheduling.k8s.io", "v1alpha3", "compositepodgroups");
+    const V: &str = "kube-tas.io/v1alpha1";
+    fake.apply(scheduling_group(
+        V,
+        "CompositePodGroup",
+        "job",
+        json!({"gang": {"minGroupCount": 2}}),
+        Some(RACK),
+        None,
+    ));
+    fake.apply(scheduling_group(
+        V,
+        "PodGroup",
+        "job-workers",
+        json!({"gang": {"minCount": 2}}),
+        None,
+        Some("job"),
+    ));
+    fake.apply(scheduling_group(
+        V,
+        "PodGroup",
+        "job-driver",
+        json!({"basic": {}}),
+        None,
+        Some("job"),
+    ));
+    for i in 0..2 {
+        fake.apply(member_pod("job-workers", &format!("worker-{i}"), 4, true));
+    }
+    fake.apply(member_pod("job-driver", "driver", 1, true));
+    let live = Live::start(fake).await;
+    let status = live.watches.status();
+    for name in ["podgroups", "compositepodgroups"] {
+        let kind = status.kinds().iter().find(|k| k.name == name).unwrap();
+        assert!(!kind.is_served(), "{name} is reported as not served");
+    }
+    for name in ["podgroups.kube-tas.io", "compositepodgroups.kube-tas.io"] {
+        let kind = status.kinds().iter().find(|k| k.name == name).unwrap();
+        assert!(kind.is_served() && kind.is_synced(), "{name}");
+    }
+    live.until("3 groups and 3 pods", |s| {
+        s.scheduling_group_count() == 3 && s.pending_member_uids().len() == 3
+    })
+    .await;
+    let extender = live.extender();
+    // The driver asks first; the whole tree is planned at once, in one rack.
+    let mut racks = Vec::new();
+    for name in ["driver", "worker-0", "worker-1"] {
+        let pod = live.pod(name);
+        let seat = filter(&extender, &pod).unwrap();
+        assert_eq!(seat.len(), 1, "{name}: {seat:?}");
+        racks.push(rack_of(&live.state.read(), &seat[0]));
+        let bound = extender.bind_and_write(&binding_args(&pod, &seat[0])).await;
+        assert_eq!(bound.error, "", "{bound:?}");
+    }
+    assert!(racks.iter().all(|r| *r == racks[0]), "{racks:?}");
+    assert_eq!(extender.stats().plans_made, 2, "one plan per PodGroup");
+    live.watches.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_group_kind_served_a_pod_naming_a_pod_group_waits_for_it() {
+    let fake = with_objects(two_racks());
+    for (group, version) in [
+        ("scheduling.k8s.io", "v1beta1"),
+        ("kube-tas.io", "v1alpha1"),
+    ] {
+        fake.unserve(group, version, "podgroups");
+    }
+    fake.unserve("scheduling.k8s.io", "v1alpha3", "compositepodgroups");
+    fake.unserve("kube-tas.io", "v1alpha1", "compositepodgroups");
+    fake.apply(member_pod("ghost", "g-0", 1, false));
+    let live = Live::start(fake).await;
+    live.until("the pod is watched", |s| s.pending_member_uids().len() == 1)
+        .await;
+    let extender = live.extender();
+    let pod = live.pod("g-0");
+    let names: Vec<String> = live
+        .state
+        .read()
+        .nodes()
+        .map(|(_, n)| n.name.clone())
+        .collect();
+    let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
+    let result = extender.filter_cached(&pod, &candidates);
+    assert_eq!(
+        result.node_names.clone().unwrap_or_default(),
+        Vec::<String>::new()
+    );
+    let reasons: Vec<&String> = result
+        .failed_nodes
+        .values()
+        .chain(result.failed_and_unresolvable_nodes.values())
+        .collect();
+    assert_eq!(reasons.len(), 4, "{result:?}");
+    assert!(
+        reasons
+            .iter()
+            .all(|r| r.contains("PodGroup default/ghost does not exist")),
+        "{reasons:?}"
+    );
+    assert!(
+        result.failed_and_unresolvable_nodes.is_empty(),
+        "it may appear"
+    );
+    assert_eq!(extender.stats().seats_held, 0);
+    live.watches.stop().await;
+}

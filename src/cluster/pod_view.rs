@@ -1,7 +1,8 @@
 //! The parts of a pod spec that placement and admission read, as a serde view: every
 //! container's resources (and an init container's `restartPolicy`, for sidecars), overhead,
-//! pod-level resources, nodeSelector, tolerations, node affinity and scheduling gates (Kueue's
-//! gate says Kueue manages the pod). Everything else (env,
+//! pod-level resources, nodeSelector, tolerations, node affinity, scheduling gates (Kueue's
+//! gate says Kueue manages the pod), the Workload-API `schedulingGroup` and `priority`.
+//! Everything else (env,
 //! volumes, probes, ...) is skipped by serde without being built, which is most of the cost of
 //! reading a pod on the extender's and the webhook's hot paths.
 //!
@@ -12,7 +13,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, NodeAffinity, PodSchedulingGate, PodSpec, ResourceRequirements, Toleration,
+    Affinity, Container, NodeAffinity, PodSchedulingGate, PodSchedulingGroup, PodSpec,
+    ResourceRequirements, Toleration,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::Deserialize;
@@ -37,6 +39,10 @@ pub struct PodSpecView {
     affinity: Option<AffinityView>,
     #[serde(default)]
     scheduling_gates: Option<Vec<PodSchedulingGate>>,
+    #[serde(default)]
+    scheduling_group: Option<PodSchedulingGroup>,
+    #[serde(default)]
+    priority: Option<i32>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -84,6 +90,8 @@ impl From<PodSpecView> for PodSpec {
                 ..Default::default()
             }),
             scheduling_gates: s.scheduling_gates,
+            scheduling_group: s.scheduling_group,
+            priority: s.priority,
             ..Default::default()
         }
     }

@@ -1249,3 +1249,4 @@ fn notices_say_what_happened_to_a_group_once() {
 
 mod held_messages;
 mod hot_swap;
+mod scheduling;

@@ -63,7 +63,14 @@ impl Simulation<'_, '_> {
             }
         }
         for (namespace, name) in orphans {
-            let pod_set = self.schedule_leaf(&namespace, &name, MAIN_POD_SET.to_string(), &[]);
+            let mut pod_set = self.schedule_leaf(&namespace, &name, MAIN_POD_SET.to_string(), &[]);
+            let exists = groups
+                .iter()
+                .any(|g| !g.composite && g.namespace == namespace && g.name == name);
+            if !exists {
+                // No such PodGroup: no levels to speak of.
+                pod_set.levels.clear();
+            }
             reports.push(report("PodGroup", &namespace, &name, vec![pod_set]));
         }
         reports

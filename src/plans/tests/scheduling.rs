@@ -1,0 +1,928 @@
+//! Workload-API groups in the plan book: the first pod of a `PodGroup` tree that reaches
+//! `filter` has the whole tree placed by the placement core, every placed pod gets a seat on
+//! its node (taken by its uid), bound pods and live seats fix the domain, and a tree that does
+//! not fit holds nothing.
+//!
+//! The clusters here are written out in full: zones of racks of two hosts, 4 cpu each, named
+//! `<rack>-n1` and `<rack>-n2` and labelled `zone`, `rack` and `kubernetes.io/hostname`, plus
+//! `edge-1` (4 cpu, hostname only: first by name, outside every zone and rack). Pods request
+//! cpu only; the core puts each on the first node by name with room, and a tie between
+//! domains goes to the first by name, so every test that wants another domain says why (a
+//! busy pod that makes it score higher, or bound pods).
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::cluster::bound_pod_of;
+use crate::cluster::scheduling_groups::{SchedulingGroup, pending_member, scheduling_group};
+
+const POD_GROUP_V1BETA1: &str = "scheduling.k8s.io/v1beta1";
+const COMPOSITE_V1ALPHA3: &str = "scheduling.k8s.io/v1alpha3";
+
+// ---------------------------------------------------------------------------------------------
+// Clusters
+// ---------------------------------------------------------------------------------------------
+
+/// Nodes for `zones` (zone name, its racks), plus `edge-1`.
+fn nodes_yaml(zones: &[(&str, &[&str])]) -> String {
+    let node = |name: &str, labels: &str| {
+        format!(
+            r#"---
+apiVersion: v1
+kind: Node
+metadata:
+  name: {name}
+  labels:
+    kubernetes.io/hostname: {name}{labels}
+spec: {{}}
+status:
+  allocatable: {{cpu: '4', memory: 16Gi, pods: '110'}}
+  conditions: [{{type: Ready, status: 'True'}}]
+"#
+        )
+    };
+    let mut y = node("edge-1", "");
+    for (zone, racks) in zones {
+        for rack in *racks {
+            for h in 1..=2 {
+                y.push_str(&node(
+                    &format!("{rack}-n{h}"),
+                    &format!("\n    zone: {zone}\n    rack: {rack}"),
+                ));
+            }
+        }
+    }
+    y
+}
+
+/// One zone `z1` of racks `r1` and `r2`.
+fn two_racks(extra: &str) -> TestBook {
+    TestBook::new(
+        load(&format!("{}{extra}", nodes_yaml(&[("z1", &["r1", "r2"])]))),
+        TTL,
+    )
+}
+
+/// Zone `z1` (racks `r1`, `r2`) and zone `z2` (racks `r3`, `r4`).
+fn two_zones(extra: &str) -> TestBook {
+    TestBook::new(
+        load(&format!(
+            "{}{extra}",
+            nodes_yaml(&[("z1", &["r1", "r2"]), ("z2", &["r3", "r4"])])
+        )),
+        TTL,
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Groups and pods
+// ---------------------------------------------------------------------------------------------
+
+fn meta(name: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_string()),
+        namespace: Some("default".to_string()),
+        ..Default::default()
+    }
+}
+
+/// A group spec: `policy` (`{"gang": ...}` or `{"basic": {}}`), an optional topology key and
+/// parent.
+fn spec(policy: Value, key: Option<&str>, parent: Option<&str>) -> Value {
+    let mut s = json!({ "schedulingPolicy": policy });
+    if let Some(k) = key {
+        s["schedulingConstraints"] = json!({"topology": [{"key": k}]});
+    }
+    if let Some(p) = parent {
+        s["parentCompositePodGroupName"] = json!(p);
+    }
+    s
+}
+
+/// A `scheduling.k8s.io/v1beta1` gang PodGroup of `min` pods.
+fn gang(name: &str, min: u32, key: Option<&str>, parent: Option<&str>) -> SchedulingGroup {
+    let spec = spec(json!({"gang": {"minCount": min}}), key, parent);
+    scheduling_group(POD_GROUP_V1BETA1, false, &meta(name), Some(&spec)).unwrap()
+}
+
+/// A basic PodGroup.
+fn basic(name: &str, key: Option<&str>) -> SchedulingGroup {
+    let spec = spec(json!({"basic": {}}), key, None);
+    scheduling_group(POD_GROUP_V1BETA1, false, &meta(name), Some(&spec)).unwrap()
+}
+
+/// A gang CompositePodGroup of `min` children.
+fn composite(name: &str, min: u32, key: Option<&str>) -> SchedulingGroup {
+    let spec = spec(json!({"gang": {"minGroupCount": min}}), key, None);
+    scheduling_group(COMPOSITE_V1ALPHA3, true, &meta(name), Some(&spec)).unwrap()
+}
+
+/// The pod's group key in the state and the book.
+fn leaf(name: &str) -> GroupKey {
+    GroupKey {
+        kind: WorkloadKind::SchedulingGroup,
+        namespace: "default".into(),
+        name: name.into(),
+    }
+}
+
+fn pod_uid(name: &str) -> String {
+    format!("uid-{name}")
+}
+
+/// A pending pod `name` of `cpu` cpu naming PodGroup `group` in `spec.schedulingGroup`.
+fn member(group: &str, name: &str, cpu: u32) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "default", "uid": pod_uid(name)},
+        "spec": {
+            "schedulingGroup": {"podGroupName": group},
+            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                "resources": {"requests": {"cpu": cpu.to_string()}}}],
+        },
+        "status": {"phase": "Pending"},
+    }))
+    .unwrap()
+}
+
+/// The same pod naming its group by the `kube-tas.io/pod-group` label instead.
+fn labelled_member(group: &str, name: &str, cpu: u32) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "default", "uid": pod_uid(name),
+            "labels": {"kube-tas.io/pod-group": group}},
+        "spec": {
+            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                "resources": {"requests": {"cpu": cpu.to_string()}}}],
+        },
+        "status": {"phase": "Pending"},
+    }))
+    .unwrap()
+}
+
+/// The pod as the API server holds it once bound to `node` and Running.
+fn bound_member(group: &str, name: &str, cpu: u32, node: &str) -> Pod {
+    let mut pod = member(group, name, cpu);
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.node_name = Some(node.to_string());
+    }
+    if let Some(status) = pod.status.as_mut() {
+        status.phase = Some("Running".to_string());
+    }
+    pod
+}
+
+/// The pod watch adding a pending pod to the state.
+fn watch(b: &mut TestBook, pod: &Pod) {
+    let m = pending_member(pod)
+        .unwrap()
+        .expect("a pending PodGroup pod");
+    b.state
+        .apply_pending_member(pod.metadata.uid.as_deref().unwrap(), m);
+}
+
+/// The pod watch adding a bound pod to the state.
+fn watch_bound(b: &mut TestBook, pod: &Pod) {
+    let bound = bound_pod_of(pod).unwrap().expect("a bound pod");
+    assert_eq!(bound.group, leaf(&bound.group.name), "{bound:?}");
+    b.state.apply_bound_pod(&bound);
+}
+
+/// PodGroup `group`'s pods `<group>-<i>` for `i` in `0..n`, each `cpu` cpu, all watched.
+fn watched_members(b: &mut TestBook, group: &str, n: usize, cpu: u32) -> Vec<Pod> {
+    (0..n)
+        .map(|i| {
+            let pod = member(group, &format!("{group}-{i}"), cpu);
+            watch(b, &pod);
+            pod
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading answers
+// ---------------------------------------------------------------------------------------------
+
+/// What `book` answers `pod` over every node of `names`: the passing nodes and the reason
+/// for the rest.
+fn ask_book(
+    book: &mut PlanBook,
+    state: &ClusterState,
+    names: &[String],
+    pod: &Pod,
+    now: Instant,
+) -> (Vec<String>, Rejection) {
+    let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
+    match book.filter(state, pod, &candidates, now) {
+        FilterVerdict::Only { pass, rejected } => {
+            (pass.iter().map(|&i| names[i].clone()).collect(), rejected)
+        }
+        other => panic!("a PodGroup pod gets Only, got {other:?}"),
+    }
+}
+
+/// [`ask_book`] on the test book over every node of the cluster.
+fn ask(b: &mut TestBook, pod: &Pod, now: Instant) -> (Vec<String>, Rejection) {
+    let names = all_nodes(b);
+    ask_book(&mut b.book, &b.state, &names, pod, now)
+}
+
+/// The one node a pod is sent to.
+fn seat(b: &mut TestBook, pod: &Pod, now: Instant) -> String {
+    let (pass, rejected) = ask(b, pod, now);
+    assert_eq!(pass.len(), 1, "one seat, got {pass:?} ({rejected:?})");
+    pass[0].clone()
+}
+
+/// The one node a fresh book (nothing planned, nothing held) sends `pod` to on `b`'s state.
+fn fresh_seat(b: &TestBook, pod: &Pod, now: Instant) -> String {
+    let names = all_nodes(b);
+    let mut fresh = PlanBook::new(FeatureGates::default(), TTL);
+    let (pass, rejected) = ask_book(&mut fresh, &b.state, &names, pod, now);
+    assert_eq!(pass.len(), 1, "one seat, got {pass:?} ({rejected:?})");
+    pass[0].clone()
+}
+
+fn label_of(b: &TestBook, node: &str, key: &str) -> String {
+    b.state
+        .node_by_name(node)
+        .unwrap_or_else(|| panic!("no node {node}"))
+        .labels
+        .get(key)
+        .cloned()
+        .unwrap_or_else(|| panic!("{node} has no {key} label"))
+}
+
+fn rack(b: &TestBook, node: &str) -> String {
+    label_of(b, node, "rack")
+}
+
+/// Nodes of the cluster in rack `r`.
+fn rack_nodes(b: &TestBook, r: &str) -> Vec<String> {
+    all_nodes(b)
+        .into_iter()
+        .filter(|n| b.state.node_by_name(n).unwrap().labels.get("rack") == Some(&r.to_string()))
+        .collect()
+}
+
+/// `(cpu, pods)` the book holds on `node`; `None` when it holds nothing there.
+fn held(b: &TestBook, node: &str) -> Option<(i64, i64)> {
+    b.book
+        .held_on(&b.state, node)
+        .map(|h| (h.get("cpu").copied().unwrap_or(0), h[PODS_KEY]))
+}
+
+/// Every node the book holds anything on.
+fn held_anywhere(b: &TestBook) -> Vec<String> {
+    all_nodes(b)
+        .into_iter()
+        .filter(|n| b.book.held_on(&b.state, n).is_some())
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn the_fixtures_are_what_the_tests_say() {
+    let b = two_zones("");
+    assert_eq!(
+        all_nodes(&b),
+        [
+            "edge-1", "r1-n1", "r1-n2", "r2-n1", "r2-n2", "r3-n1", "r3-n2", "r4-n1", "r4-n2"
+        ]
+    );
+    for (r, zone) in [("r1", "z1"), ("r2", "z1"), ("r3", "z2"), ("r4", "z2")] {
+        let nodes = rack_nodes(&b, r);
+        assert_eq!(nodes, [format!("{r}-n1"), format!("{r}-n2")]);
+        for n in &nodes {
+            assert_eq!(label_of(&b, n, "zone"), zone);
+            assert_eq!(cpu_allocatable(&b, n), 4000);
+        }
+    }
+    let edge = b.state.node_by_name("edge-1").unwrap();
+    assert!(!edge.labels.contains_key("rack") && !edge.labels.contains_key("zone"));
+    let pod = member("g", "g-0", 2);
+    let m = pending_member(&pod).unwrap().unwrap();
+    assert_eq!((m.group.clone(), m.pod.requests["cpu"]), (leaf("g"), 2000));
+    let by_label = pending_member(&labelled_member("g", "g-1", 2))
+        .unwrap()
+        .unwrap();
+    assert_eq!(by_label.group, leaf("g"));
+}
+
+/// Test 1: a gang of 3 in one rack, planned whole at its first pod.
+#[test]
+fn a_gang_is_planned_whole_in_one_rack_at_its_first_pod() {
+    // A busy pod on r2-n2 makes r2 the fuller rack: MostAllocated prefers it, and it still
+    // fits the gang (r2-n1 takes 2 pods, r2-n2 has 3 cpu left for 1).
+    let mut b = two_racks(&filler_pod_yaml("busy", 1, "r2-n2"));
+    assert_eq!(cpu_used(&b, "r2-n2"), 1000);
+    b.state
+        .apply_scheduling_group(gang("train", 3, Some("rack"), None));
+    let mut pods = watched_members(&mut b, "train", 2, 2);
+    let third = labelled_member("train", "train-2", 2);
+    watch(&mut b, &third);
+    pods.push(third);
+    let t0 = Instant::now();
+
+    // The first pod plans the whole gang: every seat is held before the others ask.
+    assert_eq!(seat(&mut b, &pods[0], t0), "r2-n1");
+    assert_eq!(held(&b, "r2-n1"), Some((4000, 2)));
+    assert_eq!(held(&b, "r2-n2"), Some((2000, 1)));
+    assert_eq!(held_anywhere(&b), ["r2-n1", "r2-n2"]);
+    let stats = b.stats();
+    assert_eq!(
+        (stats.plans_made, stats.plans_active, stats.seats_held),
+        (1, 1, 3)
+    );
+
+    let nodes: Vec<String> = pods.iter().map(|p| seat(&mut b, p, t0)).collect();
+    assert_eq!(nodes, ["r2-n1", "r2-n1", "r2-n2"]);
+    let racks: Vec<String> = nodes.iter().map(|n| rack(&b, n)).collect();
+    assert_eq!(racks, ["r2", "r2", "r2"]);
+    let stats = b.stats();
+    assert_eq!((stats.plans_made, stats.seats_held), (1, 3));
+
+    // Outside the seat nothing passes, and a bind outside it is refused naming the seat.
+    let names = ["r1-n1".to_string(), "r1-n2".into(), "r2-n2".into()];
+    let (pass, rejected) = ask_book(&mut b.book, &b.state, &names, &pods[0], t0);
+    assert!(pass.is_empty(), "{pass:?}");
+    assert!(rejected.reason.contains("r2-n1"), "{}", rejected.reason);
+    let err = b
+        .bind("default", "train-2", &pod_uid("train-2"), "r2-n1", t0)
+        .unwrap_err();
+    assert!(err.0.contains("has its seat on r2-n2"), "{err}");
+
+    // Binding turns every hold into usage, and the complete plan is dropped.
+    for (pod, node) in pods.iter().zip(&nodes) {
+        let name = pod.metadata.name.as_deref().unwrap();
+        b.bind("default", name, &pod_uid(name), node, t0).unwrap();
+    }
+    assert_eq!(held_anywhere(&b), Vec::<String>::new());
+    let stats = b.stats();
+    assert_eq!(
+        (
+            stats.plans_active,
+            stats.seats_held,
+            stats.pods_bound,
+            stats.plans_made
+        ),
+        (0, 0, 3, 1)
+    );
+    assert_eq!(cpu_used(&b, "r2-n1"), 4000);
+    assert_eq!(cpu_used(&b, "r2-n2"), 3000);
+    assert_eq!(b.state.members(&leaf("train")).count(), 3);
+    // A bound pod asking again is sent to its node only.
+    assert_eq!(seat(&mut b, &pods[2], t0), "r2-n2");
+}
+
+/// Test 2: a gang bigger than any rack fits is turned down everywhere and holds nothing.
+#[test]
+fn a_gang_that_fits_no_rack_holds_nothing() {
+    let mut b = two_racks("");
+    b.state
+        .apply_scheduling_group(gang("big", 5, Some("rack"), None));
+    let pods = watched_members(&mut b, "big", 5, 2);
+    let t0 = Instant::now();
+    let message = "PodGroup default/big (gang, minCount 5): no rack fits 5 pods; best rack r1 \
+                   fits 4 (cpu)";
+
+    let (pass, rejected) = ask(&mut b, &pods[0], t0);
+    assert!(pass.is_empty(), "{pass:?}");
+    assert_eq!(
+        rejected.reason.as_ref(),
+        format!("node(s) cannot take PodGroup default/big: {message}")
+    );
+    assert!(!rejected.unresolvable);
+    assert_eq!(b.group_failure(&leaf("big")), Some(message));
+    let stats = b.stats();
+    assert_eq!(
+        (
+            stats.plans_made,
+            stats.plans_active,
+            stats.seats_held,
+            stats.groups_not_fit
+        ),
+        (0, 0, 0, 1)
+    );
+    for pod in &pods[1..] {
+        let (pass, rejected) = ask(&mut b, pod, t0);
+        assert!(pass.is_empty(), "{pass:?}");
+        assert!(rejected.reason.contains(message), "{}", rejected.reason);
+    }
+    assert_eq!(held_anywhere(&b), Vec::<String>::new());
+    assert_eq!(b.stats().plans_active, 0);
+    // Nothing held: a lone pod of a whole node's cpu may go anywhere.
+    assert!(lone_rejected(&mut b, &lone_pod("web", 4), t0).is_empty());
+
+    // The fixture: a rack does take 4 such pods (a gang of 4 would fit; diagnose says so and
+    // keeps nothing).
+    b.state
+        .apply_scheduling_group(gang("four", 4, Some("rack"), None));
+    let four = watched_members(&mut b, "four", 4, 2);
+    assert_eq!(b.book.diagnose(&b.state, &four[0], t0), None);
+    assert_eq!(held_anywhere(&b), Vec::<String>::new());
+    assert_eq!(b.stats().plans_made, 0);
+    // And diagnose gives the big gang's reason, still holding nothing.
+    assert_eq!(
+        b.book.diagnose(&b.state, &pods[0], t0).as_deref(),
+        Some(message)
+    );
+    assert_eq!(held_anywhere(&b), Vec::<String>::new());
+}
+
+/// Test 3: a basic group seats what fits in its best rack; the pod left over is turned down.
+#[test]
+fn a_basic_group_seats_what_fits_and_turns_the_rest_down() {
+    // 3-cpu pods: one per node, so a rack takes 2. The busy pod makes r2 the fuller rack and
+    // leaves r2-n2 exactly 3 cpu.
+    let mut b = two_racks(&filler_pod_yaml("busy", 1, "r2-n2"));
+    b.state
+        .apply_scheduling_group(basic("spread", Some("rack")));
+    let pods = watched_members(&mut b, "spread", 3, 3);
+    let t0 = Instant::now();
+
+    // The pod the core leaves over (last in scheduling order) asks first: the tree is planned,
+    // it alone gets no seat.
+    let (pass, rejected) = ask(&mut b, &pods[2], t0);
+    assert!(pass.is_empty(), "{pass:?}");
+    assert_eq!(
+        rejected.reason.as_ref(),
+        "node(s) cannot take pod spread-2: PodGroup default/spread has no room left for it"
+    );
+    assert_eq!(held(&b, "r2-n1"), Some((3000, 1)));
+    assert_eq!(held(&b, "r2-n2"), Some((3000, 1)));
+    assert_eq!(held_anywhere(&b), ["r2-n1", "r2-n2"]);
+    assert_eq!((b.stats().plans_made, b.stats().seats_held), (1, 2));
+    assert_eq!(seat(&mut b, &pods[0], t0), "r2-n1");
+    assert_eq!(seat(&mut b, &pods[1], t0), "r2-n2");
+
+    // Asking again, it is planned beside its group's seats: r2 is full (r1 is empty, but the
+    // group's rack is r2 now).
+    let (pass, rejected) = ask(&mut b, &pods[2], t0);
+    assert!(pass.is_empty(), "{pass:?}");
+    assert!(
+        rejected
+            .reason
+            .starts_with("node(s) cannot take PodGroup default/spread: "),
+        "{}",
+        rejected.reason
+    );
+    assert!(
+        rejected.reason.contains("rack r2 fits 0 pods"),
+        "{}",
+        rejected.reason
+    );
+    assert_eq!(held_anywhere(&b), ["r2-n1", "r2-n2"]);
+    assert_eq!((b.stats().plans_made, b.stats().seats_held), (1, 2));
+}
+
+/// Test 4: a bound pod of the group fixes its rack, though another rack scores higher.
+#[test]
+fn bound_pods_fix_the_domain_even_where_another_rack_scores_higher() {
+    // r1 holds 3 cpu of busy pods (r1-n2 has room for a 2-cpu pod); r2 holds the group's
+    // bound pod (2 cpu on r2-n1).
+    let mut b = two_racks(&filler_pod_yaml("busy", 3, "r1-n1"));
+    b.state
+        .apply_scheduling_group(gang("g", 2, Some("rack"), None));
+    watch_bound(&mut b, &bound_member("g", "g-0", 2, "r2-n1"));
+    let members: Vec<String> = b
+        .state
+        .members(&leaf("g"))
+        .filter_map(|m| b.state.name_of(m.node).map(str::to_string))
+        .collect();
+    assert_eq!(members, ["r2-n1"]);
+    let pending = member("g", "g-1", 2);
+    watch(&mut b, &pending);
+    let t0 = Instant::now();
+
+    // The fixture: a group with no bound pod goes to r1 (fuller, with room on r1-n2).
+    b.state
+        .apply_scheduling_group(gang("probe", 1, Some("rack"), None));
+    assert_eq!(fresh_seat(&b, &member("probe", "probe-0", 2), t0), "r1-n2");
+
+    assert_eq!(seat(&mut b, &pending, t0), "r2-n1");
+    assert_eq!(held_anywhere(&b), ["r2-n1"]);
+    assert_eq!(held(&b, "r2-n1"), Some((2000, 1)));
+}
+
+/// Bound pods in two racks: nothing more of the group is placed, and the reason says why.
+#[test]
+fn bound_pods_in_two_racks_stop_the_group() {
+    let mut b = two_racks("");
+    b.state
+        .apply_scheduling_group(gang("split", 3, Some("rack"), None));
+    watch_bound(&mut b, &bound_member("split", "split-0", 1, "r1-n1"));
+    watch_bound(&mut b, &bound_member("split", "split-1", 1, "r2-n1"));
+    let pending = member("split", "split-2", 1);
+    watch(&mut b, &pending);
+    let (pass, rejected) = ask(&mut b, &pending, Instant::now());
+    assert!(pass.is_empty(), "{pass:?}");
+    assert!(
+        rejected
+            .reason
+            .contains("its pods already run in 2 different racks (r1, r2); nothing more is placed"),
+        "{}",
+        rejected.reason
+    );
+    assert_eq!(held_anywhere(&b), Vec::<String>::new());
+}
+
+/// Test 5: a CompositePodGroup planned whole at the pod of its keyless child.
+#[test]
+fn a_composite_is_planned_whole_from_its_drivers_pod() {
+    // A busy pod in z2 makes z2 the fuller zone. In z2 the driver (first child by name) takes
+    // r3-n1 (first node by name); the workers (3 cpu each, one per node) then fit r3 and r4
+    // alike, and the tie goes to r3.
+    let setup = |extra: &str| {
+        let mut b = two_zones(extra);
+        b.state
+            .apply_scheduling_group(composite("job", 2, Some("zone")));
+        b.state
+            .apply_scheduling_group(gang("workers", 2, Some("rack"), Some("job")));
+        b.state
+            .apply_scheduling_group(gang("driver", 1, None, Some("job")));
+        let workers = watched_members(&mut b, "workers", 2, 3);
+        let driver = member("driver", "driver-0", 1);
+        watch(&mut b, &driver);
+        (b, workers, driver)
+    };
+    let t0 = Instant::now();
+
+    // The fixture: without the busy pod the zones tie and z1 wins.
+    let (b, _, driver) = setup("");
+    assert_eq!(fresh_seat(&b, &driver, t0), "r1-n1");
+
+    let (mut b, workers, driver) = setup(&filler_pod_yaml("busy", 1, "r4-n2"));
+    assert_eq!(seat(&mut b, &driver, t0), "r3-n1");
+    // The whole tree is planned: one plan per PodGroup, every seat held.
+    let stats = b.stats();
+    assert_eq!(
+        (stats.plans_made, stats.plans_active, stats.seats_held),
+        (2, 2, 3)
+    );
+    assert_eq!(held(&b, "r3-n1"), Some((4000, 2)));
+    assert_eq!(held(&b, "r3-n2"), Some((3000, 1)));
+    assert_eq!(held_anywhere(&b), ["r3-n1", "r3-n2"]);
+
+    let nodes: Vec<String> = workers.iter().map(|p| seat(&mut b, p, t0)).collect();
+    assert_eq!(nodes, ["r3-n1", "r3-n2"]);
+    for n in &nodes {
+        assert_eq!(label_of(&b, n, "zone"), label_of(&b, "r3-n1", "zone"));
+        assert_eq!(rack(&b, n), "r3");
+    }
+    assert_eq!(b.stats().plans_made, 2);
+
+    let notices = b.book.take_notices();
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    let n = &notices[0];
+    assert_eq!((n.reason, n.warning), ("TopologyPlanned", false));
+    assert_eq!(n.regarding.kind.as_deref(), Some("CompositePodGroup"));
+    assert_eq!(n.regarding.name.as_deref(), Some("job"));
+    assert_eq!(n.regarding.namespace.as_deref(), Some("default"));
+    assert_eq!(n.regarding.api_version.as_deref(), Some(COMPOSITE_V1ALPHA3));
+    assert!(
+        n.note
+            .contains("1 pod(s) of PodGroup default/driver in zone z2"),
+        "{}",
+        n.note
+    );
+    assert!(
+        n.note
+            .contains("2 pod(s) of PodGroup default/workers in zone z2, rack r3"),
+        "{}",
+        n.note
+    );
+}
+
+/// Test 6: a pod naming a PodGroup that does not exist waits, holding nothing.
+#[test]
+fn a_pod_of_a_missing_pod_group_waits() {
+    let mut b = two_racks("");
+    let pod = member("ghost", "ghost-0", 1);
+    watch(&mut b, &pod);
+    let t0 = Instant::now();
+    let why = "PodGroup default/ghost does not exist: its pods wait for it to be created";
+    let (pass, rejected) = ask(&mut b, &pod, t0);
+    assert!(pass.is_empty(), "{pass:?}");
+    assert_eq!(rejected.reason.as_ref(), format!("node(s) wait: {why}"));
+    assert!(!rejected.unresolvable);
+    assert_eq!(b.group_failure(&leaf("ghost")), Some(why));
+    assert_eq!(held_anywhere(&b), Vec::<String>::new());
+    assert_eq!(b.stats().plans_made, 0);
+    assert!(b.book.take_notices().is_empty());
+
+    // Once it is created, the pod is planned.
+    b.state
+        .apply_scheduling_group(gang("ghost", 1, Some("rack"), None));
+    assert_eq!(seat(&mut b, &pod, t0), "r1-n1");
+    assert_eq!(b.group_failure(&leaf("ghost")), None);
+}
+
+/// The asking pod need not be watched yet: it is offered after the pods the watch knows.
+#[test]
+fn the_asking_pod_joins_its_group_before_the_watch_shows_it() {
+    let mut b = two_racks("");
+    b.state
+        .apply_scheduling_group(gang("fresh", 2, Some("rack"), None));
+    let watched = member("fresh", "fresh-1", 3);
+    watch(&mut b, &watched);
+    let asking = member("fresh", "fresh-0", 3);
+    let t0 = Instant::now();
+    // fresh-1 (watched) takes r1-n1, fresh-0 (asking) r1-n2.
+    assert_eq!(seat(&mut b, &asking, t0), "r1-n2");
+    assert_eq!(seat(&mut b, &watched, t0), "r1-n1");
+    // The watch catching up changes nothing.
+    watch(&mut b, &asking);
+    assert_eq!(seat(&mut b, &asking, t0), "r1-n2");
+    let stats = b.stats();
+    assert_eq!((stats.plans_made, stats.seats_held), (1, 2));
+}
+
+/// r1 has room for one 2-cpu pod (r1-n2) and is fuller than r2 once two of the gang run there.
+fn restart_fillers() -> String {
+    filler_pod_yaml("busy-1", 3, "r1-n1") + &filler_pod_yaml("busy-2", 2, "r1-n2")
+}
+
+/// Test 7: after pods 0 and 1 of a gang are bound, a fresh book seats pod 2 beside them.
+#[test]
+fn after_a_restart_the_rest_of_a_gang_joins_its_bound_pods() {
+    let yaml = r#"---
+apiVersion: scheduling.k8s.io/v1beta1
+kind: PodGroup
+metadata:
+  name: train
+  namespace: default
+spec:
+  schedulingPolicy:
+    gang:
+      minCount: 3
+  schedulingConstraints:
+    topology:
+    - key: rack
+"#
+    .to_string()
+        + &restart_fillers();
+    let mut b = two_racks(&yaml);
+    let pods = watched_members(&mut b, "train", 3, 2);
+    let t0 = Instant::now();
+    // Only r2 fits the gang.
+    let nodes: Vec<String> = pods.iter().map(|p| seat(&mut b, p, t0)).collect();
+    assert_eq!(nodes, ["r2-n1", "r2-n1", "r2-n2"]);
+    for i in 0..2 {
+        let name = format!("train-{i}");
+        b.bind("default", &name, &pod_uid(&name), &nodes[i], t0)
+            .unwrap();
+    }
+    assert_eq!(b.state.members(&leaf("train")).count(), 2);
+
+    // The fixture: a lone pod of the same size scores r1 higher (7 of 8 cpu against 6).
+    b.state
+        .apply_scheduling_group(gang("probe", 1, Some("rack"), None));
+    assert_eq!(fresh_seat(&b, &member("probe", "probe-0", 2), t0), "r1-n2");
+
+    // The restart: a new book, the same cluster.
+    b.book = PlanBook::new(FeatureGates::default(), TTL);
+    assert_eq!(seat(&mut b, &pods[2], t0), "r2-n2");
+    assert_eq!(held_anywhere(&b), ["r2-n2"]);
+    assert_eq!(b.stats().plans_made, 1);
+    b.bind("default", "train-2", &pod_uid("train-2"), "r2-n2", t0)
+        .unwrap();
+    assert_eq!(b.stats().plans_active, 0);
+}
+
+/// Test 7, as the watch shows the cluster after a restart: the PodGroup, two pods bound in
+/// r2 and the third pending, all from manifests.
+#[test]
+fn after_a_restart_the_watch_shows_the_bound_pods_and_the_rest_joins_them() {
+    let pod_yaml = |name: &str, node: Option<&str>| {
+        let (node_line, phase) = match node {
+            Some(n) => (format!("\n  nodeName: {n}"), "Running"),
+            None => (String::new(), "Pending"),
+        };
+        format!(
+            r#"---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: default
+  uid: uid-{name}
+spec:{node_line}
+  schedulingGroup:
+    podGroupName: train
+  containers:
+  - name: c
+    image: registry.k8s.io/pause:3.10
+    resources:
+      requests:
+        cpu: '2'
+status:
+  phase: {phase}
+"#
+        )
+    };
+    let yaml = format!(
+        r#"---
+apiVersion: scheduling.k8s.io/v1beta1
+kind: PodGroup
+metadata:
+  name: train
+  namespace: default
+spec:
+  schedulingPolicy:
+    gang:
+      minCount: 3
+  schedulingConstraints:
+    topology:
+    - key: rack
+{}{}{}{}"#,
+        pod_yaml("train-0", Some("r2-n1")),
+        pod_yaml("train-1", Some("r2-n1")),
+        pod_yaml("train-2", None),
+        restart_fillers(),
+    );
+    let mut b = two_racks(&yaml);
+    assert_eq!(b.state.members(&leaf("train")).count(), 2);
+    assert_eq!(
+        b.state
+            .pending_members(&leaf("train"))
+            .iter()
+            .map(|(u, _)| *u)
+            .collect::<Vec<_>>(),
+        ["uid-train-2"]
+    );
+    assert_eq!(cpu_used(&b, "r2-n1"), 4000);
+    let t0 = Instant::now();
+    b.state
+        .apply_scheduling_group(gang("probe", 1, Some("rack"), None));
+    assert_eq!(fresh_seat(&b, &member("probe", "probe-0", 2), t0), "r1-n2");
+
+    assert_eq!(seat(&mut b, &member("train", "train-2", 2), t0), "r2-n2");
+    assert_eq!(held_anywhere(&b), ["r2-n2"]);
+}
+
+/// Test 8: Events name the PodGroup, once per plan and once per new reason.
+#[test]
+fn notices_name_the_pod_group_once_per_plan_and_per_reason() {
+    let mut b = two_racks("");
+    b.state
+        .apply_scheduling_group(gang("fits", 2, Some("rack"), None));
+    b.state
+        .apply_scheduling_group(gang("huge", 5, Some("rack"), None));
+    let fits = watched_members(&mut b, "fits", 2, 2);
+    let huge = watched_members(&mut b, "huge", 5, 2);
+    let t0 = Instant::now();
+
+    assert_eq!(seat(&mut b, &fits[0], t0), "r1-n1");
+    let notices = b.book.take_notices();
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    let n = &notices[0];
+    assert_eq!((n.reason, n.warning), ("TopologyPlanned", false));
+    assert_eq!(n.regarding.kind.as_deref(), Some("PodGroup"));
+    assert_eq!(n.regarding.name.as_deref(), Some("fits"));
+    assert_eq!(n.regarding.namespace.as_deref(), Some("default"));
+    assert_eq!(n.regarding.api_version.as_deref(), Some(POD_GROUP_V1BETA1));
+    assert_eq!(
+        n.note,
+        "planned 2 pod(s) of PodGroup default/fits in rack r1"
+    );
+    // Another seat of the same plan: nothing new to say.
+    assert_eq!(seat(&mut b, &fits[1], t0), "r1-n1");
+    assert!(b.book.take_notices().is_empty());
+
+    // fits holds r1-n1: r1 takes 2 more, r2 takes 4; the gang of 5 fits neither.
+    let message = "PodGroup default/huge (gang, minCount 5): no rack fits 5 pods; best rack r2 \
+                   fits 4 (cpu)";
+    for pod in [&huge[0], &huge[0], &huge[1]] {
+        let (pass, rejected) = ask(&mut b, pod, t0);
+        assert!(pass.is_empty(), "{pass:?}");
+        assert!(rejected.reason.contains(message), "{}", rejected.reason);
+    }
+    let notices = b.book.take_notices();
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    let n = &notices[0];
+    assert_eq!((n.reason, n.warning), ("TopologyDoesNotFit", true));
+    assert_eq!(n.regarding.kind.as_deref(), Some("PodGroup"));
+    assert_eq!(n.regarding.name.as_deref(), Some("huge"));
+    assert_eq!(n.note, message);
+
+    // A new reason (a busy pod in r2) is said once more.
+    let busy = serde_json::from_value::<Pod>(json!({
+        "metadata": {"name": "busy", "namespace": "default", "uid": "uid-busy"},
+        "spec": {"nodeName": "r2-n1", "containers": [{"name": "c",
+            "resources": {"requests": {"cpu": "2"}}}]},
+        "status": {"phase": "Running"},
+    }))
+    .unwrap();
+    b.state
+        .apply_bound_pod(&bound_pod_of(&busy).unwrap().unwrap());
+    for _ in 0..2 {
+        let (pass, _) = ask(&mut b, &huge[0], t0);
+        assert!(pass.is_empty(), "{pass:?}");
+    }
+    let notices = b.book.take_notices();
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert_eq!(notices[0].reason, "TopologyDoesNotFit");
+    assert!(
+        notices[0].note.ends_with("best rack r2 fits 3 (cpu)"),
+        "{}",
+        notices[0].note
+    );
+    assert_eq!(
+        b.group_failure(&leaf("huge")),
+        Some(notices[0].note.as_str())
+    );
+}
+
+/// A kube-tas.io copy of a PodGroup is named at its own apiVersion in Events.
+#[test]
+fn notices_name_a_kube_tas_pod_group_at_its_api_version() {
+    let mut b = two_racks("");
+    let spec = spec(json!({"gang": {"minCount": 1}}), Some("rack"), None);
+    let own = scheduling_group("kube-tas.io/v1alpha1", false, &meta("own"), Some(&spec)).unwrap();
+    b.state.apply_scheduling_group(own);
+    let pod = member("own", "own-0", 1);
+    assert_eq!(seat(&mut b, &pod, Instant::now()), "r1-n1");
+    let notices = b.book.take_notices();
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert_eq!(
+        notices[0].regarding.api_version.as_deref(),
+        Some("kube-tas.io/v1alpha1")
+    );
+    assert_eq!(notices[0].regarding.kind.as_deref(), Some("PodGroup"));
+}
+
+/// A Binding the API server refused frees the seat for the same pod to be filtered and bound
+/// anew (`abort_bind`): it must get its seat back, not be planned beside it.
+#[test]
+fn a_refused_binding_gives_the_pod_its_seat_back() {
+    // 4-cpu pods, one per node; the busy pod on r2-n1 leaves only r1 for the gang of 2.
+    let mut b = two_racks(&filler_pod_yaml("busy", 1, "r2-n1"));
+    b.state
+        .apply_scheduling_group(gang("pair", 2, Some("rack"), None));
+    let pods = watched_members(&mut b, "pair", 2, 4);
+    let t0 = Instant::now();
+    assert_eq!(seat(&mut b, &pods[0], t0), "r1-n1");
+    assert_eq!(seat(&mut b, &pods[1], t0), "r1-n2");
+    let ticket = b
+        .book
+        .begin_bind(
+            &b.state,
+            "default",
+            "pair-0",
+            &pod_uid("pair-0"),
+            "r1-n1",
+            t0,
+        )
+        .unwrap();
+    b.book.abort_bind(&ticket, "etcd timed out");
+    assert_eq!(b.stats().binds_failed, 1);
+    // The seat is still held for the group.
+    assert_eq!(held(&b, "r1-n1"), Some((4000, 1)));
+
+    let (pass, rejected) = ask(&mut b, &pods[0], t0);
+    assert_eq!(pass, ["r1-n1"], "{}", rejected.reason);
+    assert_eq!(b.stats().seats_held, 2);
+    b.bind("default", "pair-0", &pod_uid("pair-0"), "r1-n1", t0)
+        .unwrap();
+    b.bind("default", "pair-1", &pod_uid("pair-1"), "r1-n2", t0)
+        .unwrap();
+    assert_eq!(held_anywhere(&b), Vec::<String>::new());
+    assert_eq!(b.stats().plans_active, 0);
+}
+
+/// A pod recreated under the same name asks before the watch has dropped its predecessor:
+/// every seat of the plan must be taken by a different pod (a seat no pod can bind to would
+/// hold its room until the plan expires).
+#[test]
+fn a_pod_recreated_under_its_old_name_takes_one_seat() {
+    let mut b = two_racks("");
+    b.state
+        .apply_scheduling_group(gang("solo", 1, Some("rack"), None));
+    let mut old = member("solo", "solo-0", 1);
+    old.metadata.uid = Some("uid-solo-0-old".into());
+    watch(&mut b, &old);
+    let new = member("solo", "solo-0", 1);
+    let t0 = Instant::now();
+    assert_eq!(seat(&mut b, &new, t0), "r1-n1");
+    let plan = &b.book.plans[&main_key(&leaf("solo"))];
+    let takers: Vec<String> = plan
+        .seats
+        .iter()
+        .map(|s| match &s.holder {
+            Holder::Taken(uid) => uid.clone(),
+            other => panic!("a seat not taken: {other:?}"),
+        })
+        .collect();
+    let mut distinct = takers.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(
+        distinct.len(),
+        takers.len(),
+        "seats taken twice: {takers:?}"
+    );
+    assert_eq!(b.stats().seats_held as usize, takers.len());
+}
