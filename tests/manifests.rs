@@ -5,7 +5,8 @@
 //! TLS flags point into the mounted Secret the overlays provide, the Services select the
 //! replicas (the extender's only the leader, by kube-tas's own label), the pod runs
 //! restricted, its shutdown fits its grace period, and the CRDs serve and keep what kube-tas
-//! watches and reads. The RBAC is checked against real requests in `tests/rbac.rs`.
+//! watches and reads (kube-tas.io's copies of the Workload API's kinds: upstream's specs, field
+//! for field). The RBAC is checked against real requests in `tests/rbac.rs`.
 
 mod common;
 #[path = "common/manifests.rs"]
@@ -45,6 +46,8 @@ const BASE: &str = "manifests/base";
 const CERT_MANAGER_OVERLAY: &str = "manifests/overlays/cert-manager";
 const DEV_OVERLAY: &str = "manifests/overlays/dev";
 const CRDS: &str = "manifests/crds";
+/// kube-tas.io's copies of the Workload API's PodGroup and CompositePodGroup.
+const CRDS_WORKLOAD_API: &str = "manifests/crds-workload-api";
 /// The distroless image's `nonroot` user (the Dockerfile's `USER nonroot`).
 const NONROOT_UID: i64 = 65532;
 
@@ -151,6 +154,8 @@ fn lost(orig: &Value, back: &Value, path: &str) -> Option<String> {
             .enumerate()
             .find_map(|(i, (v, w))| lost(v, w, &format!("{path}[{i}]"))),
         _ if orig == back => None,
+        // One number, written as an integer and read back as a float (a schema's `minimum: 1`).
+        (Value::Number(a), Value::Number(b)) if a.as_f64() == b.as_f64() => None,
         _ => Some(format!("{path}: {orig} reads as {back}")),
     }
 }
@@ -261,6 +266,7 @@ fn every_kustomization_renders_and_every_file_is_used() {
         ROOT,
         BASE,
         CRDS,
+        CRDS_WORKLOAD_API,
         CERT_MANAGER_OVERLAY,
         DEV_OVERLAY,
         "certs",
@@ -305,13 +311,14 @@ fn the_root_is_the_base_and_every_overlay_adds_to_it() {
         }
         assert!(rendered.objects.len() > base.objects.len(), "{overlay}");
     }
-    // The CRDs are applied only where Kueue is not installed: never part of an installation.
+    // The CRDs are applied only where Kueue (or the Workload API) is not served: never part of
+    // an installation.
     for installation in [ROOT, CERT_MANAGER_OVERLAY, DEV_OVERLAY] {
         assert!(
             render(installation)
                 .all("CustomResourceDefinition")
                 .is_empty(),
-            "{installation} must not install Kueue's CRDs"
+            "{installation} must not install CRDs"
         );
     }
 }
@@ -914,7 +921,27 @@ where
     K: Resource<DynamicType = ()>,
     K::Scope: Scoped,
 {
-    let (group, plural) = (K::group(&()), K::plural(&()));
+    let crd = crd_serving(
+        crds,
+        &K::group(&()),
+        &K::version(&()),
+        &K::kind(&()),
+        &K::plural(&()),
+        K::Scope::NAMESPACED,
+    );
+    served_schema(&crd)
+}
+
+/// The CRD `{plural}.{group}`: of `group`, `kind` and `plural`, in the given scope, serving
+/// only `version`, which is also its storage version.
+fn crd_serving(
+    crds: &Rendered,
+    group: &str,
+    version: &str,
+    kind: &str,
+    plural: &str,
+    namespaced: bool,
+) -> CustomResourceDefinition {
     let crd: CustomResourceDefinition = manifests::typed(
         crds.named("CustomResourceDefinition", &format!("{plural}.{group}"))
             .unwrap_or_else(|| panic!("no CRD {plural}.{group}")),
@@ -922,19 +949,19 @@ where
     let spec = &crd.spec;
     assert_eq!(spec.group, group);
     assert_eq!(spec.names.plural, plural);
-    assert_eq!(spec.names.kind, K::kind(&()));
-    let scope = if K::Scope::NAMESPACED {
-        "Namespaced"
-    } else {
-        "Cluster"
-    };
+    assert_eq!(spec.names.kind, kind);
+    let scope = if namespaced { "Namespaced" } else { "Cluster" };
     assert_eq!(spec.scope, scope, "{plural}");
-    let version = K::version(&());
     let served: Vec<_> = spec.versions.iter().filter(|v| v.served).collect();
     assert_eq!(served.len(), 1, "{plural}: one version, kube-tas's");
-    let v = served[0];
-    assert_eq!(v.name, version);
-    assert!(v.storage, "{plural}: the storage version, as in Kueue");
+    assert_eq!(served[0].name, version, "{plural}");
+    assert!(served[0].storage, "{plural}: the storage version");
+    crd
+}
+
+/// The schema of the CRD's served version.
+fn served_schema(crd: &CustomResourceDefinition) -> Value {
+    let v = crd.spec.versions.iter().find(|v| v.served).unwrap();
     let schema = v
         .schema
         .as_ref()
@@ -978,6 +1005,12 @@ fn problems(schema: &Value, value: &Value, path: &str, declared_only: bool, out:
             {
                 fail!("more than {} properties", schema["maxProperties"]);
             }
+            if schema["minProperties"]
+                .as_u64()
+                .is_some_and(|min| (object.len() as u64) < min)
+            {
+                fail!("fewer than {} properties", schema["minProperties"]);
+            }
             for (key, v) in object {
                 let at = format!("{path}.{key}");
                 if let Some(p) = schema["properties"].get(key) {
@@ -1019,13 +1052,28 @@ fn problems(schema: &Value, value: &Value, path: &str, declared_only: bool, out:
                 {
                     fail!("{s:?}: length out of bounds");
                 }
+                if let Some(allowed) = schema["enum"].as_array()
+                    && !allowed.contains(value)
+                {
+                    fail!("{s:?} is not one of {allowed:?}");
+                }
             }
         },
-        Some("integer") if !(value.is_i64() || value.is_u64()) => {
-            fail!("{value} is not an integer");
-        }
+        Some("integer") => match value.as_i64() {
+            None => fail!("{value} is not an integer (or beyond int64)"),
+            Some(n) => {
+                if schema["format"] == "int32" && i32::try_from(n).is_err() {
+                    fail!("{n} is beyond int32");
+                }
+                if schema["minimum"].as_f64().is_some_and(|m| (n as f64) < m)
+                    || schema["maximum"].as_f64().is_some_and(|m| (n as f64) > m)
+                {
+                    fail!("{n}: out of bounds");
+                }
+            }
+        },
         Some("boolean") if !value.is_boolean() => fail!("{value} is not a boolean"),
-        Some("integer" | "boolean") => {}
+        Some("boolean") => {}
         None if preserve => {}
         other => fail!("schema type {other:?} not understood by this test"),
     }
@@ -1094,6 +1142,457 @@ fn the_crds_serve_and_keep_what_kube_tas_watches_and_reads() {
     let mut found = Vec::new();
     let bad = serde_json::json!({"spec": {"levels": [{"nodeLabel": 7}], "extra": 1}});
     problems(&schema, &bad, "", true, &mut found);
+    assert_eq!(found.len(), 2, "{found:?}");
+}
+
+// The Workload API's kinds, kube-tas.io's copies -----------------------------------------------
+
+/// One of kube-tas.io's copies of a Workload API kind, and the upstream kind it copies.
+struct WorkloadKind {
+    kind: &'static str,
+    plural: &'static str,
+    singular: &'static str,
+    /// The upstream `apiVersion` whose spec the copy's is.
+    upstream: &'static str,
+}
+
+const KUBE_TAS_GROUP: &str = "kube-tas.io";
+const KUBE_TAS_VERSION: &str = "v1alpha1";
+const POD_GROUP: WorkloadKind = WorkloadKind {
+    kind: "PodGroup",
+    plural: "podgroups",
+    singular: "podgroup",
+    upstream: "scheduling.k8s.io/v1beta1",
+};
+const COMPOSITE_POD_GROUP: WorkloadKind = WorkloadKind {
+    kind: "CompositePodGroup",
+    plural: "compositepodgroups",
+    singular: "compositepodgroup",
+    upstream: "scheduling.k8s.io/v1alpha3",
+};
+
+/// `kind`'s CRD in `crds`: kube-tas.io/v1alpha1, namespaced, with status as a subresource kept
+/// as written and a spec that keeps no unknown field; its schema.
+fn workload_crd(crds: &Rendered, kind: &WorkloadKind) -> Value {
+    let crd = crd_serving(
+        crds,
+        KUBE_TAS_GROUP,
+        KUBE_TAS_VERSION,
+        kind.kind,
+        kind.plural,
+        true,
+    );
+    assert_eq!(crd.spec.names.singular.as_deref(), Some(kind.singular));
+    let version = &crd.spec.versions[0];
+    assert_eq!(crd.spec.versions.len(), 1, "{}", kind.plural);
+    assert!(
+        version
+            .subresources
+            .as_ref()
+            .is_some_and(|s| s.status.is_some()),
+        "{}: status is a subresource",
+        kind.plural
+    );
+    let schema = served_schema(&crd);
+    let spec = &schema["properties"]["spec"];
+    assert_eq!(spec["type"], "object", "{}", kind.plural);
+    assert_ne!(
+        spec["x-kubernetes-preserve-unknown-fields"], true,
+        "{}: spec keeps no unknown field (upstream's spec, structural)",
+        kind.plural
+    );
+    assert_eq!(
+        schema["properties"]["status"]["x-kubernetes-preserve-unknown-fields"], true,
+        "{}: status kept as written",
+        kind.plural
+    );
+    // Every printer column shows a field the schema declares.
+    for column in version.additional_printer_columns.iter().flatten() {
+        if column.json_path == ".metadata.creationTimestamp" {
+            continue;
+        }
+        let mut at = &schema;
+        for step in column.json_path.trim_start_matches('.').split('.') {
+            let (name, indexed) = match step.strip_suffix("[0]") {
+                Some(name) => (name, true),
+                None => (step, false),
+            };
+            at = &at["properties"][name];
+            if indexed {
+                at = &at["items"];
+            }
+        }
+        assert!(
+            at.is_object(),
+            "{}: column {} shows {}, which the schema does not declare",
+            kind.plural,
+            column.name,
+            column.json_path
+        );
+    }
+    schema
+}
+
+/// The problems of `object` under `schema`, where nothing may be dropped (only the preserved
+/// subtrees keep fields the schema does not declare).
+fn problems_of(schema: &Value, object: &Value) -> Vec<String> {
+    let mut found = Vec::new();
+    problems(schema, object, "", false, &mut found);
+    found
+}
+
+/// Every path the schema declares below `path`, down to the subtrees it keeps as written;
+/// `[]` for an array's items.
+fn declared_paths(schema: &Value, path: &str, out: &mut BTreeSet<String>) {
+    for (key, property) in schema["properties"].as_object().into_iter().flatten() {
+        let at = format!("{path}.{key}");
+        out.insert(at.clone());
+        declared_paths(property, &at, out);
+    }
+    if schema["items"].is_object() {
+        declared_paths(&schema["items"], &format!("{path}[]"), out);
+    }
+}
+
+/// Every path set in `value` below `path`, written as [`declared_paths`] writes them.
+fn set_paths(value: &Value, path: &str, out: &mut BTreeSet<String>) {
+    match value {
+        Value::Object(object) => {
+            for (key, v) in object {
+                let at = format!("{path}.{key}");
+                out.insert(at.clone());
+                set_paths(v, &at, out);
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                set_paths(item, &format!("{path}[]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Hand-written objects of the copies, as users write them (in kube-tas.io/v1alpha1).
+fn workload_samples() -> Vec<Value> {
+    let v = format!("{KUBE_TAS_GROUP}/{KUBE_TAS_VERSION}");
+    vec![
+        // A gang of 4 in one rack, child of a CompositePodGroup.
+        serde_json::json!({
+            "apiVersion": v, "kind": "PodGroup",
+            "metadata": {"name": "trainer-0", "namespace": "ml"},
+            "spec": {
+                "parentCompositePodGroupName": "trainer",
+                "schedulingPolicy": {"gang": {"minCount": 4}},
+                "schedulingConstraints": {"topology": [{"key": "cloud.example.com/rack"}]},
+            },
+        }),
+        // Basic, with the fields a workload controller would copy from its Workload.
+        serde_json::json!({
+            "apiVersion": v, "kind": "PodGroup",
+            "metadata": {"name": "workers", "namespace": "ml"},
+            "spec": {
+                "workloadRef": {"workloadName": "train", "templateName": "workers"},
+                "schedulingPolicy": {"basic": {}},
+                "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "gpu-pair"}],
+                "disruptionMode": {"all": {}},
+                "priorityClassName": "batch-high",
+                "priority": 1000,
+                "preemptionPolicy": "Never",
+            },
+        }),
+        // Two of its children placed together, all within one block; no Workload behind it.
+        serde_json::json!({
+            "apiVersion": v, "kind": "CompositePodGroup",
+            "metadata": {"name": "trainer", "namespace": "ml"},
+            "spec": {
+                "schedulingPolicy": {"gang": {"minGroupCount": 2}},
+                "schedulingConstraints": {"topology": [{"key": "cloud.example.com/block"}]},
+            },
+        }),
+        serde_json::json!({
+            "apiVersion": v, "kind": "CompositePodGroup",
+            "metadata": {"name": "train", "namespace": "ml"},
+            "spec": {
+                "parentCompositePodGroupName": "campaign",
+                "workloadRef": {"workloadName": "train", "templateName": "all"},
+                "schedulingPolicy": {"basic": {}},
+                "disruptionMode": {"single": {}},
+                "priorityClassName": "batch-high",
+                "preemptionPolicy": "PreemptLowerPriority",
+            },
+        }),
+    ]
+}
+
+/// Every field of upstream's specs set, from k8s-openapi's own types, and written out: one
+/// object per scheduling policy. The struct literals list every field, so a field upstream adds
+/// (a k8s-openapi update) does not compile until it is looked at here and in the CRDs.
+fn upstream_specs(kind: &WorkloadKind) -> Vec<Value> {
+    use k8s_openapi::api::scheduling::{v1alpha3, v1beta1};
+    let empty = || Value::Object(Default::default());
+    let mut specs = Vec::new();
+    for gang in [true, false] {
+        let spec = match kind.kind {
+            "PodGroup" => serde_json::to_value(v1beta1::PodGroupSpec {
+                workload_ref: Some(v1beta1::WorkloadReference {
+                    workload_name: "train".into(),
+                    template_name: "workers".into(),
+                }),
+                parent_composite_pod_group_name: Some("trainer".into()),
+                scheduling_policy: v1beta1::PodGroupSchedulingPolicy {
+                    basic: (!gang).then(|| v1beta1::BasicSchedulingPolicy(empty())),
+                    gang: gang.then_some(v1beta1::GangSchedulingPolicy { min_count: 4 }),
+                },
+                scheduling_constraints: Some(v1beta1::PodGroupSchedulingConstraints {
+                    topology: Some(vec![v1beta1::TopologyConstraint {
+                        key: "cloud.example.com/rack".into(),
+                    }]),
+                }),
+                resource_claims: Some(vec![v1beta1::PodGroupResourceClaim {
+                    name: "gpus".into(),
+                    resource_claim_name: None,
+                    resource_claim_template_name: Some("gpu-pair".into()),
+                }]),
+                disruption_mode: Some(v1beta1::DisruptionMode {
+                    all: gang.then(|| v1beta1::AllDisruptionMode(empty())),
+                    single: (!gang).then(|| v1beta1::SingleDisruptionMode(empty())),
+                }),
+                priority_class_name: Some("batch-high".into()),
+                priority: Some(1000),
+                preemption_policy: Some("Never".into()),
+            }),
+            "CompositePodGroup" => serde_json::to_value(v1alpha3::CompositePodGroupSpec {
+                parent_composite_pod_group_name: Some("campaign".into()),
+                workload_ref: v1alpha3::WorkloadReference {
+                    workload_name: "train".into(),
+                    template_name: "all".into(),
+                },
+                scheduling_policy: v1alpha3::CompositePodGroupSchedulingPolicy {
+                    basic: (!gang).then(|| v1alpha3::CompositeBasicSchedulingPolicy(empty())),
+                    gang: gang
+                        .then_some(v1alpha3::CompositeGangSchedulingPolicy { min_group_count: 2 }),
+                },
+                scheduling_constraints: Some(v1alpha3::CompositePodGroupSchedulingConstraints {
+                    topology: Some(vec![v1alpha3::TopologyConstraint {
+                        key: "cloud.example.com/block".into(),
+                    }]),
+                }),
+                disruption_mode: Some(v1alpha3::CompositeDisruptionMode {
+                    all: gang.then(|| v1alpha3::AllCompositeDisruptionMode(empty())),
+                    single: (!gang).then(|| v1alpha3::SingleCompositeDisruptionMode(empty())),
+                }),
+                priority_class_name: Some("batch-high".into()),
+                priority: Some(1000),
+                preemption_policy: Some("PreemptLowerPriority".into()),
+            }),
+            other => panic!("{other}"),
+        };
+        specs.push(spec.unwrap());
+    }
+    specs
+}
+
+/// `object` parsed as upstream's kind (its apiVersion changed to upstream's), nothing lost;
+/// `Ok(Some(field))` when upstream's type writes back a field the object lacks: a required
+/// field left out (k8s-openapi reads one as its default).
+fn as_upstream(kind: &WorkloadKind, object: &Value) -> Result<Option<String>, String> {
+    use k8s_openapi::api::scheduling::{v1alpha3, v1beta1};
+    fn back<T: DeserializeOwned + Serialize>(doc: &Value) -> Result<Value, String> {
+        let object: T = serde_path_to_error::deserialize(doc).map_err(|e| e.to_string())?;
+        serde_json::to_value(&object).map_err(|e| e.to_string())
+    }
+    let mut object = object.clone();
+    object["apiVersion"] = kind.upstream.into();
+    let read = match kind.kind {
+        "PodGroup" => back::<v1beta1::PodGroup>(&object)?,
+        "CompositePodGroup" => back::<v1alpha3::CompositePodGroup>(&object)?,
+        other => panic!("{other}"),
+    };
+    if let Some(problem) = lost(&object, &read, "") {
+        return Err(problem);
+    }
+    Ok(lost(&read, &object, ""))
+}
+
+#[test]
+fn the_workload_api_crds_are_upstreams_specs_in_kube_tas_io() {
+    let crds = render(CRDS_WORKLOAD_API);
+    assert_eq!(
+        crds.all("CustomResourceDefinition").len(),
+        crds.objects.len(),
+        "CRDs only"
+    );
+    assert_eq!(crds.objects.len(), 2, "PodGroup and CompositePodGroup");
+    for crd in crds.all_typed::<CustomResourceDefinition>("CustomResourceDefinition") {
+        assert_ne!(
+            crd.spec.group, "scheduling.k8s.io",
+            "never a CRD in Kubernetes' own group"
+        );
+    }
+    let samples = workload_samples();
+    for kind in [POD_GROUP, COMPOSITE_POD_GROUP] {
+        let schema = workload_crd(&crds, &kind);
+        let spec_schema = &schema["properties"]["spec"];
+
+        // Upstream's spec, every field set: stored whole, and nothing declared beyond it.
+        let mut declared = BTreeSet::new();
+        declared_paths(spec_schema, "", &mut declared);
+        let mut upstream = BTreeSet::new();
+        for spec in upstream_specs(&kind) {
+            let mut found = Vec::new();
+            problems(spec_schema, &spec, ".spec", false, &mut found);
+            assert!(found.is_empty(), "{} upstream's spec: {found:?}", kind.kind);
+            set_paths(&spec, "", &mut upstream);
+        }
+        let beyond: Vec<_> = declared.difference(&upstream).collect();
+        assert!(
+            beyond.is_empty(),
+            "{}: the schema declares fields upstream's spec does not have: {beyond:?}",
+            kind.kind
+        );
+
+        // The samples: stored whole, and (but for the departure) upstream objects too.
+        let of_kind: Vec<&Value> = samples.iter().filter(|s| s["kind"] == kind.kind).collect();
+        assert!(of_kind.len() >= 2, "{}", kind.kind);
+        for sample in of_kind {
+            let name = str_at(sample, "/metadata/name");
+            let found = problems_of(&schema, sample);
+            assert!(found.is_empty(), "{} {name}: {found:?}", kind.kind);
+            let missing = as_upstream(&kind, sample)
+                .unwrap_or_else(|e| panic!("{} {name} as upstream's: {e}", kind.kind));
+            if kind.kind == "CompositePodGroup" && sample["spec"]["workloadRef"].is_null() {
+                // The one departure: upstream requires workloadRef, the copy does not.
+                assert_eq!(
+                    missing.as_deref(),
+                    Some(".spec.workloadRef: no such field"),
+                    "{name}: upstream requires workloadRef"
+                );
+            } else {
+                assert_eq!(missing, None, "{} {name}: upstream requires it", kind.kind);
+            }
+        }
+    }
+    assert!(
+        samples.iter().any(
+            |s| s["spec"]["schedulingPolicy"]["gang"]["minCount"].is_number()
+                && s["spec"]["parentCompositePodGroupName"].is_string()
+                && s["spec"]["schedulingConstraints"]["topology"][0]["key"].is_string()
+        ),
+        "a gang PodGroup with a topology key and a parent"
+    );
+}
+
+#[test]
+fn the_workload_api_crds_refuse_what_upstream_refuses() {
+    let crds = render(CRDS_WORKLOAD_API);
+    let pod_group = workload_crd(&crds, &POD_GROUP);
+    let composite = workload_crd(&crds, &COMPOSITE_POD_GROUP);
+    let gang = serde_json::json!({"gang": {"minCount": 2}});
+    let topology = |keys: &[&str]| {
+        let keys: Vec<Value> = keys.iter().map(|k| serde_json::json!({"key": k})).collect();
+        serde_json::json!({"topology": keys})
+    };
+    // (schema, spec, the one problem it has)
+    let cases = [
+        (
+            &pod_group,
+            serde_json::json!({}),
+            ".spec: schedulingPolicy is required",
+        ),
+        (
+            &pod_group,
+            serde_json::json!({"schedulingPolicy": {}}),
+            ".spec.schedulingPolicy: fewer than 1 properties",
+        ),
+        (
+            &pod_group,
+            serde_json::json!({"schedulingPolicy": {"basic": {}, "gang": {"minCount": 1}}}),
+            ".spec.schedulingPolicy: more than 1 properties",
+        ),
+        (
+            &pod_group,
+            serde_json::json!({"schedulingPolicy": {"gang": {"minCount": 0}}}),
+            ".spec.schedulingPolicy.gang.minCount: 0: out of bounds",
+        ),
+        (
+            &pod_group,
+            serde_json::json!({"schedulingPolicy": {"gang": {}}}),
+            ".spec.schedulingPolicy.gang: minCount is required",
+        ),
+        (
+            &pod_group,
+            serde_json::json!({"schedulingPolicy": {"basic": {"minCount": 1}}}),
+            ".spec.schedulingPolicy.basic.minCount: not declared by the schema",
+        ),
+        (
+            &pod_group,
+            serde_json::json!({"schedulingPolicy": gang, "topologyKey": "rack"}),
+            ".spec.topologyKey: not declared by the schema",
+        ),
+        (
+            &pod_group,
+            serde_json::json!({"schedulingPolicy": gang,
+                "schedulingConstraints": topology(&["block", "rack"])}),
+            ".spec.schedulingConstraints.topology: more than 1 items",
+        ),
+        (
+            &pod_group,
+            serde_json::json!({"schedulingPolicy": gang, "workloadRef": {"workloadName": "w"}}),
+            ".spec.workloadRef: templateName is required",
+        ),
+        (
+            &pod_group,
+            serde_json::json!({"schedulingPolicy": gang,
+                "resourceClaims": [{}, {}, {}, {}, {}]}),
+            ".spec.resourceClaims: more than 4 items",
+        ),
+        (
+            &pod_group,
+            serde_json::json!({"schedulingPolicy": gang, "priority": 1_i64 << 31}),
+            ".spec.priority: 2147483648 is beyond int32",
+        ),
+        (
+            &pod_group,
+            serde_json::json!({"schedulingPolicy": gang, "preemptionPolicy": "Always"}),
+            ".spec.preemptionPolicy: \"Always\" is not one of",
+        ),
+        (
+            &composite,
+            serde_json::json!({"schedulingPolicy": {"gang": {"minGroupCount": 2}},
+                "resourceClaims": []}),
+            ".spec.resourceClaims: not declared by the schema",
+        ),
+        (
+            &composite,
+            serde_json::json!({"schedulingPolicy": {"gang": {"minGroupCount": 0}}}),
+            ".spec.schedulingPolicy.gang.minGroupCount: 0: out of bounds",
+        ),
+        (
+            &composite,
+            serde_json::json!({"schedulingPolicy": {"basic": {}, "gang": {"minGroupCount": 1}}}),
+            ".spec.schedulingPolicy: more than 1 properties",
+        ),
+        (
+            &composite,
+            serde_json::json!({"schedulingPolicy": {"basic": {}},
+                "schedulingConstraints": topology(&["block", "rack"])}),
+            ".spec.schedulingConstraints.topology: more than 1 items",
+        ),
+    ];
+    for (schema, spec, expected) in cases {
+        let object = serde_json::json!({"metadata": {"name": "x"}, "spec": spec});
+        let found = problems_of(schema, &object);
+        assert!(
+            found.len() == 1 && found[0].starts_with(expected),
+            "{spec}: expected {expected:?}, found {found:?}"
+        );
+    }
+    // The gang of a PodGroup counts pods, that of a CompositePodGroup groups.
+    let found = problems_of(
+        &composite,
+        &serde_json::json!({"spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}}),
+    );
     assert_eq!(found.len(), 2, "{found:?}");
 }
 
