@@ -295,7 +295,8 @@ fn examples_json_has_the_documented_shape() {
     let workloads = report["workloads"].as_array().expect("`workloads` array");
 
     // Every pending Job of examples/30-jobs.yaml, then the JobSet and the LeaderWorkerSet
-    // groups of examples/40-sets.yaml, in file order.
+    // groups of examples/40-sets.yaml, in file order, then the Workload-API composite of
+    // examples/50-podgroups.yaml.
     let names: Vec<&str> = workloads
         .iter()
         .map(|w| w["name"].as_str().expect("`name` is a string"))
@@ -312,7 +313,8 @@ fn examples_json_has_the_documented_shape() {
             "bad-annotation",
             "pretrain",
             "inference-0",
-            "inference-1"
+            "inference-1",
+            "train"
         ],
         "{report:#}"
     );
@@ -324,6 +326,9 @@ fn examples_json_has_the_documented_shape() {
     ];
     for w in workloads {
         let kind = w["kind"].as_str().expect("`kind` is a string");
+        if kind == "CompositePodGroup" {
+            continue; // checked below: its levels are its own keys
+        }
         assert!(
             ["Job", "JobSet", "LeaderWorkerSet"].contains(&kind),
             "{w:#}"
@@ -380,6 +385,41 @@ fn examples_json_has_the_documented_shape() {
             .collect();
         assert_eq!(racks.len(), 1, "{name} spans racks {racks:?}");
     }
+
+    // The zone → rack CompositePodGroup: its two PodGroups as PodSets, all 9 pods in one block,
+    // the 8 workers in one rack of it; levels are the keys from the root down.
+    let train = workload(&report, "train");
+    assert_eq!(train["kind"], "CompositePodGroup", "{train:#}");
+    let sets = train["podSets"].as_array().expect("`podSets` array");
+    let got: Vec<(&str, i64)> = sets
+        .iter()
+        .map(|p| (p["name"].as_str().unwrap(), p["count"].as_i64().unwrap()))
+        .collect();
+    assert_eq!(
+        got,
+        [("train-driver", 1), ("train-workers", 8)],
+        "{train:#}"
+    );
+    assert_eq!(
+        sets[0]["levels"],
+        serde_json::json!([levels[0], levels[2]]),
+        "{train:#}"
+    );
+    assert_eq!(sets[1]["levels"], serde_json::json!(levels), "{train:#}");
+    let blocks: std::collections::BTreeSet<String> = sets
+        .iter()
+        .inspect(|p| assert_eq!(p["fits"], true, "{p:#}"))
+        .flat_map(domains)
+        .map(|(v, _)| v[0].clone())
+        .collect();
+    assert_eq!(blocks.len(), 1, "train spans blocks {blocks:?}");
+    let worker_racks: std::collections::BTreeSet<Vec<String>> = domains(&sets[1])
+        .into_iter()
+        .map(|(v, _)| v[..2].to_vec())
+        .collect();
+    assert_eq!(worker_racks.len(), 1, "{train:#}");
+    let placed: i64 = domains(&sets[1]).iter().map(|(_, c)| c).sum();
+    assert_eq!(placed, 8, "{train:#}");
 
     // train-40 fits, in one block (preferred block, and a block has room).
     let train = workload(&report, "train-40");

@@ -127,6 +127,7 @@ impl Simulation<'_, '_> {
                         .chain(std::iter::once(node.clone()))
                         .collect();
                     *per_domain.entry(values).or_insert(0) += 1;
+                    self.mark_placed(&format!("{namespace}/{name}"), &node);
                 }
                 Err(message) => {
                     first_error.get_or_insert(message);
@@ -155,6 +156,37 @@ impl Simulation<'_, '_> {
                     }),
                 )
             },
+        }
+    }
+}
+
+impl Simulation<'_, '_> {
+    /// Shows a pod placed on `node` in the table of every flavor whose tree holds the node.
+    fn mark_placed(&mut self, label: &str, node: &str) {
+        let flavors: Vec<String> = self
+            .cluster
+            .kueue
+            .resource_flavors
+            .keys()
+            .cloned()
+            .collect();
+        for flavor in flavors {
+            let Some(f) = self.extender.flavor(self.cluster, &flavor) else {
+                continue;
+            };
+            let Some(leaf) = f.tree.leaf_of_node(node) else {
+                continue;
+            };
+            let here = self
+                .placed
+                .entry(flavor)
+                .or_default()
+                .entry(leaf)
+                .or_default();
+            match here.iter_mut().find(|(w, _)| w == label) {
+                Some((_, n)) => *n += 1,
+                None => here.push((label.to_string(), 1)),
+            }
         }
     }
 }
