@@ -13,7 +13,7 @@ use super::{ClusterState, FlavorTopology, NodeId};
 use crate::cluster::group::GroupKey;
 use crate::cluster::scheduling_groups::{GroupId, Origin, PendingMember, SchedulingGroup};
 use crate::keys::HOSTNAME_LABEL;
-use crate::topology::podgroup::{MAX_DEPTH, NodeUsage, Usage};
+use crate::topology::podgroup::{self, MAX_DEPTH, NodeUsage, Usage};
 use crate::topology::tree::TopologyTree;
 use crate::topology::{NodeInfo, ResourceList};
 
@@ -145,13 +145,20 @@ impl ClusterState {
         let mut at = start;
         while let Some(parent) = &at.parent {
             let Some(p) = self.scheduling_group(&id(true, parent)) else {
-                break;
+                break; // the core names the missing parent
             };
-            if chain.iter().any(|c| c.composite && c.name == p.name) || chain.len() > MAX_DEPTH {
-                break;
+            if chain.iter().any(|c| c.composite && c.name == p.name) {
+                break; // the core names the cycle
             }
             chain.push(p);
             at = p;
+        }
+        if chain.len() > MAX_DEPTH && at.parent.is_none() {
+            return Err(podgroup::Error::TooDeep {
+                group: format!("PodGroup {namespace}/{}", leaf.name),
+                depth: chain.len(),
+            }
+            .to_string());
         }
         let root = *chain.last().unwrap_or(&start);
         let mut groups: Vec<SchedulingGroup> = chain.iter().map(|g| (*g).clone()).collect();
@@ -248,5 +255,166 @@ impl ClusterState {
         });
         trees.insert(HOSTNAME_TREE.to_string(), built.clone());
         built
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::WorkloadKind;
+    use crate::cluster::scheduling_groups::{Policy, pending_member};
+    use k8s_openapi::api::core::v1::Pod;
+    use serde_json::json;
+
+    fn group(name: &str, composite: bool, parent: Option<&str>, origin: Origin) -> SchedulingGroup {
+        SchedulingGroup {
+            origin,
+            composite,
+            namespace: "ml".into(),
+            name: name.into(),
+            parent: parent.map(str::to_string),
+            created: 0,
+            key: Some(format!("key-{name}")),
+            policy: Policy::Basic,
+        }
+    }
+
+    fn leaf(name: &str) -> GroupKey {
+        GroupKey {
+            kind: WorkloadKind::SchedulingGroup,
+            namespace: "ml".into(),
+            name: name.into(),
+        }
+    }
+
+    fn names(tree: &SchedulingTree) -> Vec<&str> {
+        tree.groups.iter().map(|g| g.name.as_str()).collect()
+    }
+
+    #[test]
+    fn a_tree_is_its_root_and_everything_under_it() {
+        let mut s = ClusterState::new();
+        for g in [
+            group("root", true, None, Origin::Scheduling),
+            group("mid", true, Some("root"), Origin::Scheduling),
+            group("a", false, Some("mid"), Origin::Scheduling),
+            group("b", false, Some("root"), Origin::Scheduling),
+            group("other", false, None, Origin::Scheduling),
+        ] {
+            s.apply_scheduling_group(g);
+        }
+        // The same names in another namespace belong to another tree.
+        s.apply_scheduling_group(SchedulingGroup {
+            namespace: "else".into(),
+            ..group("c", false, Some("root"), Origin::Scheduling)
+        });
+        let t = s.scheduling_tree(&leaf("a")).unwrap();
+        assert_eq!((t.root.as_str(), t.composite), ("root", true));
+        // Composites first, then PodGroups, each by name.
+        assert_eq!(names(&t), ["mid", "root", "a", "b"]);
+        assert_eq!(
+            t.leaves().map(|g| g.name.as_str()).collect::<Vec<_>>(),
+            ["a", "b"]
+        );
+        let alone = s.scheduling_tree(&leaf("other")).unwrap();
+        assert_eq!((names(&alone), alone.composite), (vec!["other"], false));
+        let missing = s.scheduling_tree(&leaf("ghost")).unwrap_err();
+        assert!(
+            missing.contains("PodGroup ml/ghost does not exist"),
+            "{missing}"
+        );
+    }
+
+    #[test]
+    fn a_broken_tree_is_handed_to_the_core_as_found_and_a_deep_one_refused() {
+        let mut s = ClusterState::new();
+        s.apply_scheduling_group(group("orphan", false, Some("gone"), Origin::Scheduling));
+        let t = s.scheduling_tree(&leaf("orphan")).unwrap();
+        assert_eq!(
+            names(&t),
+            ["orphan"],
+            "the core then names the missing parent"
+        );
+        for (name, parent) in [("x", "y"), ("y", "x")] {
+            s.apply_scheduling_group(group(name, true, Some(parent), Origin::Scheduling));
+        }
+        s.apply_scheduling_group(group("in-cycle", false, Some("x"), Origin::Scheduling));
+        let t = s.scheduling_tree(&leaf("in-cycle")).unwrap();
+        assert_eq!(names(&t), ["x", "y", "in-cycle"]);
+        // Five levels: one more than the API allows.
+        let mut parent = None;
+        for level in ["l1", "l2", "l3", "l4"] {
+            s.apply_scheduling_group(group(level, true, parent, Origin::Scheduling));
+            parent = Some(level);
+        }
+        s.apply_scheduling_group(group("deep", false, Some("l4"), Origin::Scheduling));
+        let e = s.scheduling_tree(&leaf("deep")).unwrap_err();
+        assert!(e.contains("depth 5") && e.contains("at most 4"), "{e}");
+        // Four levels are fine.
+        s.apply_scheduling_group(group("ok", false, Some("l3"), Origin::Scheduling));
+        assert_eq!(s.scheduling_tree(&leaf("ok")).unwrap().root, "l1");
+    }
+
+    #[test]
+    fn the_workload_apis_own_object_wins_over_kube_tas_copy() {
+        let mut s = ClusterState::new();
+        let copy = SchedulingGroup {
+            key: Some("copy".into()),
+            ..group("g", false, None, Origin::KubeTas)
+        };
+        s.apply_scheduling_group(copy);
+        s.apply_scheduling_group(group("g", false, None, Origin::Scheduling));
+        let id = GroupId {
+            composite: false,
+            namespace: "ml".into(),
+            name: "g".into(),
+        };
+        assert_eq!(
+            s.scheduling_group(&id).unwrap().key.as_deref(),
+            Some("key-g")
+        );
+        assert_eq!(s.scheduling_group_keys(Origin::KubeTas, false), ["ml/g"]);
+        assert!(s.delete_scheduling_group(Origin::Scheduling, &id));
+        assert_eq!(
+            s.scheduling_group(&id).unwrap().key.as_deref(),
+            Some("copy")
+        );
+        assert!(
+            s.scheduling_group_keys(Origin::Scheduling, false)
+                .is_empty()
+        );
+        assert!(!s.delete_scheduling_group(Origin::Scheduling, &id));
+        assert!(s.delete_scheduling_group(Origin::KubeTas, &id));
+        assert_eq!(s.scheduling_group_count(), 0);
+    }
+
+    #[test]
+    fn pending_members_come_in_the_schedulers_order() {
+        let mut s = ClusterState::new();
+        let pod = |name: &str, priority: i32, created: &str| -> Pod {
+            serde_json::from_value(json!({"metadata": {"name": name, "namespace": "ml",
+                "creationTimestamp": created},
+                "spec": {"priority": priority, "schedulingGroup": {"podGroupName": "g"},
+                    "containers": []}}))
+            .unwrap()
+        };
+        for (uid, p) in [
+            ("u-late", pod("late", 0, "2026-01-01T00:00:09Z")),
+            ("u-b", pod("b", 0, "2026-01-01T00:00:01Z")),
+            ("u-a", pod("a", 0, "2026-01-01T00:00:01Z")),
+            ("u-urgent", pod("urgent", 10, "2026-01-01T00:00:30Z")),
+        ] {
+            s.apply_pending_member(uid, pending_member(&p).unwrap().unwrap());
+        }
+        let order: Vec<&str> = s
+            .pending_members(&leaf("g"))
+            .into_iter()
+            .map(|(uid, _)| uid)
+            .collect();
+        assert_eq!(order, ["u-urgent", "u-a", "u-b", "u-late"]);
+        assert!(s.remove_pending_member("u-a"));
+        assert!(!s.remove_pending_member("u-a"));
+        assert_eq!(s.pending_members(&leaf("g")).len(), 3);
+        assert_eq!(s.pending_member_uids().len(), 3);
     }
 }
