@@ -901,6 +901,17 @@ fn conformance_clusters_load() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance");
     assert!(root.is_dir(), "{} is missing", root.display());
     let mut checked = 0;
+    for file in case_files(&root.join("podgroups")) {
+        let cluster = load_paths(&[&file]).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!cluster.scheduling_pods.is_empty(), "{}", file.display());
+        assert!(
+            cluster.warnings.is_empty(),
+            "{}: {:?}",
+            file.display(),
+            cluster.warnings
+        );
+        checked += 1;
+    }
     for suite in ["placement", "admission"] {
         for file in case_files(&root.join(suite)) {
             let cluster = load_paths(&[&file]).unwrap_or_else(|e| panic!("{e}"));
@@ -1080,4 +1091,131 @@ mod proptests {
             let _ = load_text(&text);
         }
     }
+}
+
+const POD_GROUPS: &str = r#"
+apiVersion: scheduling.k8s.io/v1alpha3
+kind: CompositePodGroup
+metadata: {name: job, namespace: ml}
+spec:
+  schedulingPolicy: {gang: {minGroupCount: 2}}
+  schedulingConstraints: {topology: [{key: zone}]}
+---
+apiVersion: scheduling.k8s.io/v1beta1
+kind: PodGroup
+metadata: {name: workers, namespace: ml}
+spec:
+  parentCompositePodGroupName: job
+  schedulingPolicy: {gang: {minCount: 2}}
+  schedulingConstraints: {topology: [{key: rack}]}
+---
+apiVersion: kube-tas.io/v1alpha1
+kind: PodGroup
+metadata: {name: driver, namespace: ml}
+spec:
+  parentCompositePodGroupName: job
+  schedulingPolicy: {basic: {}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: w-0, namespace: ml}
+spec:
+  schedulingGroup: {podGroupName: workers}
+  containers: [{name: c, resources: {requests: {cpu: "1"}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: w-1, namespace: ml}
+spec:
+  nodeName: n1
+  schedulingGroup: {podGroupName: workers}
+  containers: [{name: c, resources: {requests: {cpu: "1"}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: d-0, namespace: ml, labels: {kube-tas.io/pod-group: driver}}
+spec:
+  containers: [{name: c}]
+"#;
+
+#[test]
+fn workload_api_groups_and_their_pods_load_in_file_order() {
+    let c = load_ok(POD_GROUPS);
+    let groups: Vec<(&str, bool, Option<&str>)> = c
+        .scheduling_groups
+        .iter()
+        .map(|g| (g.name.as_str(), g.composite, g.parent.as_deref()))
+        .collect();
+    assert_eq!(
+        groups,
+        [
+            ("job", true, None),
+            ("workers", false, Some("job")),
+            ("driver", false, Some("job"))
+        ]
+    );
+    assert_eq!(
+        c.scheduling_groups[2].origin,
+        crate::cluster::scheduling_groups::Origin::KubeTas
+    );
+    // Pending members wait for their group; a bound one is usage of its group.
+    let pending: Vec<&str> = c
+        .scheduling_pods
+        .iter()
+        .map(|p| p.metadata.name.as_deref().unwrap_or(""))
+        .collect();
+    assert_eq!(pending, ["w-0", "d-0"]);
+    assert!(
+        c.workloads.is_empty(),
+        "not Kueue workloads: {:?}",
+        c.workloads
+    );
+    let [bound] = c.bound_pods.as_slice() else {
+        panic!("{:?}", c.bound_pods)
+    };
+    assert_eq!(bound.group.kind, WorkloadKind::SchedulingGroup);
+    assert_eq!(bound.group.to_string(), "PodGroup ml/workers");
+    // Scoring counts 100m / 200Mi for what a container does not request.
+    assert_eq!(bound.scoring.get("memory"), Some(&(200 << 20)));
+}
+
+#[test]
+fn a_bad_workload_api_group_names_file_object_and_field() {
+    let (path, err) = load_err(
+        "apiVersion: scheduling.k8s.io/v1beta1\nkind: PodGroup\nmetadata: {name: g}\n\
+         spec: {schedulingPolicy: {gang: {minCount: 0}}}\n",
+    );
+    assert!(err.starts_with(&path), "{err}");
+    assert!(
+        err.contains("(PodGroup default/g): spec.schedulingPolicy.gang.minCount: Invalid value: 0"),
+        "{err}"
+    );
+    let (_, err) = load_err(
+        "apiVersion: kube-tas.io/v1alpha1\nkind: CompositePodGroup\nmetadata: {name: c}\n\
+         spec: {schedulingPolicy: {basic: {}, gang: {minGroupCount: 1}}}\n",
+    );
+    assert!(
+        err.contains("CompositePodGroup default/c") && err.contains("not both"),
+        "{err}"
+    );
+    // A PodGroup at a version kube-tas does not read is skipped with a warning.
+    let c = load_ok(&format!(
+        "{}---\napiVersion: scheduling.k8s.io/v1alpha9\nkind: PodGroup\nmetadata: {{name: g}}\n\
+         spec: {{}}\n",
+        node("n1", "1")
+    ));
+    assert!(c.scheduling_groups.is_empty());
+    assert!(
+        c.warnings[0].contains("not read by kube-tas"),
+        "{:?}",
+        c.warnings
+    );
+    let (_, err) = load_err(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p, labels: {kube-tas.io/pod-group: g}}\n\
+         spec: {containers: [{name: c, resources: {requests: {cpu: 1x}}}]}\n",
+    );
+    assert!(
+        err.contains("Pod default/p") && err.contains("cpu"),
+        "{err}"
+    );
 }
