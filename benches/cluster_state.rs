@@ -94,6 +94,7 @@ fn bound_pod(i: usize, node: &str) -> BoundPod {
         uid: Some(format!("uid-{i}")),
         node_name: node.into(),
         requests: [("cpu".to_string(), 1000), ("memory".to_string(), 1 << 30)].into(),
+        scoring: [("cpu".to_string(), 1000), ("memory".to_string(), 1 << 30)].into(),
         tas: true,
         owner_job: Some("train".into()),
         group: GroupKey {

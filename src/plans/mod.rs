@@ -377,6 +377,9 @@ pub struct PlanBook {
     last_sweep: Option<Instant>,
     counters: Arc<PlanCounters>,
     notices: Vec<Notice>,
+    /// Per Workload-API tree root (`Kind namespace/name`), the last "does not fit" noticed, so
+    /// each reason is said once whichever child's pod asks.
+    scheduling_noticed: HashMap<String, String>,
 }
 
 impl PlanBook {
@@ -393,6 +396,7 @@ impl PlanBook {
             last_sweep: None,
             counters: Arc::default(),
             notices: Vec::new(),
+            scheduling_noticed: HashMap::new(),
         }
     }
 
@@ -445,6 +449,7 @@ impl PlanBook {
         self.held = HeldCapacity::default();
         self.pods.clear();
         self.failures.clear();
+        self.scheduling_noticed.clear();
         self.generation += 1;
         self.publish();
     }

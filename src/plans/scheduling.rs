@@ -20,7 +20,7 @@ use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodSpec};
 
 use super::{
     FilterVerdict, Holder, MAIN_POD_SET, Plan, PlanBook, PlanCounters, PlanKey, PodFacts,
-    Rejection, Seat, main_key, only,
+    Rejection, Seat, main_key,
 };
 use crate::cluster::WorkloadKind;
 use crate::cluster::group::GroupKey;
@@ -55,6 +55,13 @@ impl PlanBook {
     ) -> FilterVerdict {
         let key = main_key(&facts.group);
         self.drop_if_seats_failed(state, &key);
+        if !self.has_seat(&key, &facts.uid)
+            && let Some(plan) = self.plans.get_mut(&key)
+        {
+            // A seat given back by a refused Binding (or a pod gone before it bound) is the
+            // group's still: the next pod of the group takes it rather than a new one.
+            plan.take_seat(&facts.uid, None);
+        }
         if !self.has_seat(&key, &facts.uid) {
             let no_spec = PodSpec::default();
             let spec = pod.spec.as_ref().unwrap_or(&no_spec);
@@ -81,11 +88,14 @@ impl PlanBook {
                 .group_failure(&facts.group)
                 .map(str::to_string)
                 .unwrap_or_else(|| format!("{} has no room left for it", facts.group));
-            return only(
-                candidates,
-                &[],
-                format!("node(s) cannot take pod {}: {reason}", facts.name),
-            );
+            // Others' pods may give the room back: not unresolvable.
+            return FilterVerdict::Only {
+                pass: Vec::new(),
+                rejected: Rejection {
+                    reason: format!("node(s) cannot take pod {}: {reason}", facts.name).into(),
+                    unresolvable: false,
+                },
+            };
         }
         self.seat_filter(state, &key, facts, candidates, now)
     }
@@ -152,7 +162,7 @@ impl PlanBook {
                 let why = e.to_string();
                 return Err(self.scheduling_failure(
                     &facts.group,
-                    owner,
+                    owner.map(|o| (o, why.clone())),
                     why.clone(),
                     format!("node(s) cannot take {}: {why}", facts.group),
                     true,
@@ -165,12 +175,21 @@ impl PlanBook {
                 .and_then(|l| l.message.clone())
                 .or_else(|| decision.message.clone())
                 .unwrap_or_else(|| format!("{} does not fit", facts.group));
-            PlanCounters::bump(&self.counters.groups_not_fit);
+            // The Event is about the tree: the root's reason when the root does not fit (the
+            // same whichever child's pod asked), else the child's.
+            let event = if decision.fits {
+                why.clone()
+            } else {
+                decision.message.clone().unwrap_or_else(|| why.clone())
+            };
+            if keep {
+                PlanCounters::bump(&self.counters.groups_not_fit);
+            }
             return Err(self.scheduling_failure(
                 &facts.group,
-                owner,
+                owner.map(|o| (o, event)),
                 why.clone(),
-                format!("node(s) cannot take {}: {why}", facts.group),
+                format!("node(s) cannot take {why}"),
                 false,
             ));
         }
@@ -230,14 +249,22 @@ impl PlanBook {
             }
             let mut pending = Vec::new();
             let mut uids = HashMap::new();
+            let asks_here = leaf == facts.group;
             for (uid, m) in state.pending_members(&leaf) {
                 if seated(uid) || bound_uids.contains(uid) {
+                    continue;
+                }
+                // Names are unique among live pods: an entry under the asking pod's name with
+                // another uid is its predecessor, gone from the API server already (the watch
+                // has not said so yet); a second entry under one name is stale too.
+                let stale = asks_here && m.pod.name == facts.name && uid != facts.uid;
+                if stale || uids.contains_key(&m.pod.name) {
                     continue;
                 }
                 uids.insert(m.pod.name.clone(), uid.to_string());
                 pending.push(m.pod.clone());
             }
-            if leaf == facts.group
+            if asks_here
                 && !uids.values().any(|u| *u == facts.uid)
                 && !seated(&facts.uid)
                 && let Some(p) = asking.take()
@@ -339,11 +366,7 @@ impl PlanBook {
             self.add_seats(&key, &group, &flavor, requests, seats, now);
         }
         let owner = owner_of(tree);
-        self.failures.remove(&GroupKey {
-            kind: WorkloadKind::SchedulingGroup,
-            namespace: owner.namespace.clone().unwrap_or_default(),
-            name: owner.name.clone().unwrap_or_default(),
-        });
+        self.scheduling_noticed.remove(&root_key(&owner));
         for input in &inputs {
             self.failures.remove(&input.key.group);
         }
@@ -422,12 +445,12 @@ impl PlanBook {
         plan.seats_checked = None;
     }
 
-    /// Remembers why the group does not fit (for `explain` and repeated calls), notices it
-    /// once per new reason with an `owner`, and returns the rejection.
+    /// Remembers why the group does not fit (for `explain` and repeated calls), notices the
+    /// `event` on its tree's root once per new reason, and returns the rejection.
     fn scheduling_failure(
         &mut self,
         group: &GroupKey,
-        owner: Option<&ObjectReference>,
+        event: Option<(&ObjectReference, String)>,
         message: String,
         reason: String,
         unresolvable: bool,
@@ -436,14 +459,12 @@ impl PlanBook {
             reason: reason.into(),
             unresolvable,
         };
-        let repeated = self
-            .failures
-            .get(group)
-            .is_some_and(|f| f.message == message);
-        if let Some(owner) = owner
-            && !repeated
-        {
-            self.notice(owner, true, "TopologyDoesNotFit", message.clone());
+        if let Some((owner, note)) = event {
+            let root = root_key(owner);
+            if self.scheduling_noticed.get(&root) != Some(&note) {
+                self.notice(owner, true, "TopologyDoesNotFit", note.clone());
+                self.scheduling_noticed.insert(root, note);
+            }
         }
         self.failures.insert(
             group.clone(),
@@ -456,6 +477,16 @@ impl PlanBook {
         );
         rejection
     }
+}
+
+/// The key a tree's root is remembered under for its Events: `Kind namespace/name`.
+fn root_key(owner: &ObjectReference) -> String {
+    format!(
+        "{} {}/{}",
+        owner.kind.as_deref().unwrap_or_default(),
+        owner.namespace.as_deref().unwrap_or_default(),
+        owner.name.as_deref().unwrap_or_default()
+    )
 }
 
 /// Where Events about a tree go: its root group.

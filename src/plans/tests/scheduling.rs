@@ -343,6 +343,15 @@ fn a_gang_is_planned_whole_in_one_rack_at_its_first_pod() {
     assert_eq!(racks, ["r2", "r2", "r2"]);
     let stats = b.stats();
     assert_eq!((stats.plans_made, stats.seats_held), (1, 3));
+    // The seat is also what the prioritize call favours.
+    let names = all_nodes(&b);
+    let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
+    let favoured: Vec<&str> = b
+        .favoured(&pods[2], &candidates)
+        .into_iter()
+        .map(|i| candidates[i])
+        .collect();
+    assert_eq!(favoured, ["r2-n2"]);
 
     // Outside the seat nothing passes, and a bind outside it is refused naming the seat.
     let names = ["r1-n1".to_string(), "r1-n2".into(), "r2-n2".into()];
@@ -392,7 +401,7 @@ fn a_gang_that_fits_no_rack_holds_nothing() {
     assert!(pass.is_empty(), "{pass:?}");
     assert_eq!(
         rejected.reason.as_ref(),
-        format!("node(s) cannot take PodGroup default/big: {message}")
+        format!("node(s) cannot take {message}")
     );
     assert!(!rejected.unresolvable);
     assert_eq!(b.group_failure(&leaf("big")), Some(message));
@@ -465,7 +474,7 @@ fn a_basic_group_seats_what_fits_and_turns_the_rest_down() {
     assert!(
         rejected
             .reason
-            .starts_with("node(s) cannot take PodGroup default/spread: "),
+            .starts_with("node(s) cannot take PodGroup default/spread (basic): "),
         "{}",
         rejected.reason
     );
@@ -670,10 +679,9 @@ spec:
     // Only r2 fits the gang.
     let nodes: Vec<String> = pods.iter().map(|p| seat(&mut b, p, t0)).collect();
     assert_eq!(nodes, ["r2-n1", "r2-n1", "r2-n2"]);
-    for i in 0..2 {
+    for (i, node) in nodes.iter().enumerate().take(2) {
         let name = format!("train-{i}");
-        b.bind("default", &name, &pod_uid(&name), &nodes[i], t0)
-            .unwrap();
+        b.bind("default", &name, &pod_uid(&name), node, t0).unwrap();
     }
     assert_eq!(b.state.members(&leaf("train")).count(), 2);
 
@@ -925,4 +933,135 @@ fn a_pod_recreated_under_its_old_name_takes_one_seat() {
         "seats taken twice: {takers:?}"
     );
     assert_eq!(b.stats().seats_held as usize, takers.len());
+}
+
+/// A CompositePodGroup that does not fit is said once on it with the same words, whichever
+/// of its PodGroups' pods ask, and holds nothing.
+#[test]
+fn a_composite_that_does_not_fit_is_said_once() {
+    // Workers need 3 nodes of one rack (3 cpu each); every rack has 2. The driver and the
+    // parameter server fit, but the composite needs all 3 children. In z1 (the best zone) the
+    // driver and ps take 2 cpu of r1-n1, so r1 takes only 1 worker and r2 is the best rack.
+    let mut b = two_zones("");
+    b.state
+        .apply_scheduling_group(composite("job", 3, Some("zone")));
+    b.state
+        .apply_scheduling_group(gang("workers", 3, Some("rack"), Some("job")));
+    b.state
+        .apply_scheduling_group(gang("driver", 1, None, Some("job")));
+    b.state
+        .apply_scheduling_group(gang("ps", 1, None, Some("job")));
+    watched_members(&mut b, "workers", 3, 3);
+    let driver = member("driver", "driver-0", 1);
+    watch(&mut b, &driver);
+    let ps = member("ps", "ps-0", 1);
+    watch(&mut b, &ps);
+    let t0 = Instant::now();
+    let message = "CompositePodGroup default/job (gang, minGroupCount 3): no zone holds 3 \
+                   feasible children; best zone z1 holds 2; first failing child: PodGroup \
+                   default/workers (gang, minCount 3): no rack fits 3 pods; best rack r2 fits \
+                   2 (cpu)";
+    for pod in [&driver, &driver, &ps] {
+        let (pass, rejected) = ask(&mut b, pod, t0);
+        assert!(pass.is_empty(), "{pass:?}");
+        assert!(rejected.reason.ends_with(message), "{}", rejected.reason);
+    }
+    assert_eq!(held_anywhere(&b), Vec::<String>::new());
+    assert_eq!(b.stats().plans_made, 0);
+    let notices = b.book.take_notices();
+    assert!(
+        notices.iter().all(|n| n.reason == "TopologyDoesNotFit"
+            && n.regarding.kind.as_deref() == Some("CompositePodGroup")
+            && n.regarding.name.as_deref() == Some("job")
+            && n.note == message),
+        "{notices:#?}"
+    );
+    assert_eq!(notices.len(), 1, "the same Event twice: {notices:#?}");
+}
+
+/// A PodGroup whose parent CompositePodGroup is not there yet is turned down with the core's
+/// words and holds nothing; once the parent exists the tree is planned.
+#[test]
+fn a_pod_group_under_a_missing_parent_is_planned_once_the_parent_exists() {
+    let mut b = two_racks("");
+    b.state
+        .apply_scheduling_group(gang("child", 1, Some("rack"), Some("parent")));
+    let pod = member("child", "child-0", 1);
+    watch(&mut b, &pod);
+    let t0 = Instant::now();
+    let (pass, rejected) = ask(&mut b, &pod, t0);
+    assert!(pass.is_empty(), "{pass:?}");
+    assert!(
+        rejected
+            .reason
+            .contains("child names parent CompositePodGroup parent, which does not exist"),
+        "{}",
+        rejected.reason
+    );
+    assert_eq!(held_anywhere(&b), Vec::<String>::new());
+    b.state
+        .apply_scheduling_group(composite("parent", 1, Some("zone")));
+    assert_eq!(seat(&mut b, &pod, t0), "r1-n1");
+    assert_eq!(b.stats().plans_made, 1);
+}
+
+/// A seat's node deleted before its pod is bound: the plan is dropped (its holds given back)
+/// and the group planned anew where it fits.
+#[test]
+fn a_lost_seat_node_has_the_group_planned_anew() {
+    let mut b = two_racks("");
+    b.state
+        .apply_scheduling_group(gang("pair", 2, Some("rack"), None));
+    let pods = watched_members(&mut b, "pair", 2, 3);
+    let t0 = Instant::now();
+    assert_eq!(seat(&mut b, &pods[0], t0), "r1-n1");
+    assert_eq!(held_anywhere(&b), ["r1-n1", "r1-n2"]);
+    let _ = b.book.take_notices();
+    assert!(b.state.delete_node("r1-n2"));
+
+    // r1 has one node left: the pair goes to r2, and the lost plan holds nothing.
+    let names: Vec<String> = all_nodes(&b).into_iter().filter(|n| n != "r1-n2").collect();
+    let (pass, rejected) = ask_book(&mut b.book, &b.state, &names, &pods[0], t0);
+    assert_eq!(pass, ["r2-n1"], "{}", rejected.reason);
+    let (pass, _) = ask_book(&mut b.book, &b.state, &names, &pods[1], t0);
+    assert_eq!(pass, ["r2-n2"]);
+    assert_eq!(held_anywhere(&b), ["r2-n1", "r2-n2"]);
+    let stats = b.stats();
+    assert_eq!(
+        (stats.plans_made, stats.plans_active, stats.seats_held),
+        (2, 1, 2)
+    );
+    let reasons: Vec<&str> = b.book.take_notices().iter().map(|n| n.reason).collect();
+    assert_eq!(reasons, ["TopologySeatLost", "TopologyPlanned"]);
+}
+
+/// A plan whose pods stop coming expires, gives its holds back and says so on the PodGroup;
+/// the pod that comes late is planned anew.
+#[test]
+fn a_pod_group_plan_whose_pods_never_come_expires() {
+    let mut b = two_racks("");
+    b.state
+        .apply_scheduling_group(gang("late", 2, Some("rack"), None));
+    let pods = watched_members(&mut b, "late", 2, 2);
+    let t0 = Instant::now();
+    assert_eq!(seat(&mut b, &pods[0], t0), "r1-n1");
+    assert_eq!(held(&b, "r1-n1"), Some((4000, 2)));
+    let _ = b.book.take_notices();
+
+    let later = t0 + TTL + Duration::from_secs(1);
+    assert!(lone_rejected(&mut b, &lone_pod("web", 1), later).is_empty());
+    assert_eq!(held_anywhere(&b), Vec::<String>::new());
+    let stats = b.stats();
+    assert_eq!(
+        (stats.plans_expired, stats.plans_active, stats.seats_held),
+        (1, 0, 0)
+    );
+    let notices = b.book.take_notices();
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert_eq!(notices[0].reason, "TopologyPlanExpired");
+    assert_eq!(notices[0].regarding.kind.as_deref(), Some("PodGroup"));
+    assert_eq!(notices[0].regarding.name.as_deref(), Some("late"));
+
+    assert_eq!(seat(&mut b, &pods[1], later), "r1-n1");
+    assert_eq!(b.stats().plans_made, 2);
 }
