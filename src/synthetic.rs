@@ -716,7 +716,8 @@ mod tests {
                 "10-nodes.yaml",
                 "20-running.yaml",
                 "30-jobs.yaml",
-                "40-sets.yaml"
+                "40-sets.yaml",
+                "50-podgroups.yaml"
             ]
         );
         let count = |file: &str| kinds(&files[file]);
@@ -740,6 +741,14 @@ mod tests {
             BTreeMap::from([
                 ("JobSet".to_string(), 1),
                 ("LeaderWorkerSet".to_string(), 1)
+            ])
+        );
+        assert_eq!(
+            count("50-podgroups.yaml"),
+            BTreeMap::from([
+                ("CompositePodGroup".to_string(), 1),
+                ("PodGroup".to_string(), 2),
+                ("Pod".to_string(), 9)
             ])
         );
     }
@@ -799,8 +808,13 @@ mod tests {
             }
         }
 
-        for v in all.iter().filter(|d| d["kind"] == "Pod") {
-            let pod: Pod = match serde_json::from_value((*v).clone()) {
+        // The running pods; the Workload-API groups' pods are pending (checked by the tests of
+        // simulate).
+        for v in files["20-running.yaml"]
+            .iter()
+            .filter(|d| d["kind"] == "Pod")
+        {
+            let pod: Pod = match serde_json::from_value(v.clone()) {
                 Ok(p) => p,
                 Err(e) => panic!("not a Pod: {e}"),
             };

@@ -1093,7 +1093,9 @@ async fn a_watched_pod_group_is_placed_in_one_rack_and_its_bindings_written() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kube_tas_own_group_kinds_place_a_composite_where_the_workload_api_is_not_served() {
     let fake = with_objects(two_racks());
-    fake.unserve("scheduling.k8s.io", "v1beta1", "podgroups");
+    for version in ["v1beta1", "v1alpha3", "v1alpha2"] {
+        fake.unserve("scheduling.k8s.io", version, "podgroups");
+    }
     fake.unserve("scheduling.k8s.io", "v1alpha3", "compositepodgroups");
     const V: &str = "kube-tas.io/v1alpha1";
     fake.apply(scheduling_group(
@@ -1126,7 +1128,12 @@ async fn kube_tas_own_group_kinds_place_a_composite_where_the_workload_api_is_no
     fake.apply(member_pod("job-driver", "driver", 1, true));
     let live = Live::start(fake).await;
     let status = live.watches.status();
-    for name in ["podgroups", "compositepodgroups"] {
+    for name in [
+        "podgroups",
+        "podgroups.v1alpha3",
+        "podgroups.v1alpha2",
+        "compositepodgroups",
+    ] {
         let kind = status.kinds().iter().find(|k| k.name == name).unwrap();
         assert!(!kind.is_served(), "{name} is reported as not served");
     }
@@ -1159,6 +1166,8 @@ async fn with_no_group_kind_served_a_pod_naming_a_pod_group_waits_for_it() {
     let fake = with_objects(two_racks());
     for (group, version) in [
         ("scheduling.k8s.io", "v1beta1"),
+        ("scheduling.k8s.io", "v1alpha3"),
+        ("scheduling.k8s.io", "v1alpha2"),
         ("kube-tas.io", "v1alpha1"),
     ] {
         fake.unserve(group, version, "podgroups");

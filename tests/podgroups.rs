@@ -182,3 +182,34 @@ fn every_podgroups_case_places_as_kube_scheduler_does() {
         bad.join("\n")
     );
 }
+
+/// The table says what the JSON says: a PodGroup that does not exist, or a gang that fits
+/// nowhere, is `NO FIT` with its reason; a placed one is `PLACED` in its domain.
+#[test]
+fn the_table_reports_pod_groups_as_the_json_does() {
+    let table = |case: &str| {
+        let dir = std::path::Path::new(conformance::CONFORMANCE)
+            .join("podgroups")
+            .join(case);
+        let cluster = load_paths(&[dir.join("cluster.yaml")]).expect("the case loads");
+        simulate::run(&cluster, &Default::default()).to_table()
+    };
+    let missing = table("pods-of-a-missing-podgroup-are-not-placed");
+    assert!(
+        missing.contains("NO FIT   PodGroup default/ghost: 2 pod(s)")
+            && missing.contains("PodGroup default/ghost does not exist"),
+        "{missing}"
+    );
+    assert!(!missing.contains("SKIPPED"), "{missing}");
+    let nowhere = table("gang-fits-nowhere-stays-pending");
+    assert!(
+        nowhere.contains("NO FIT   PodGroup default/pg1")
+            && nowhere.contains("no rack fits 3 pods"),
+        "{nowhere}"
+    );
+    let placed = table("composite-zone-rack-workers-and-driver");
+    assert!(
+        placed.contains("PLACED   CompositePodGroup default/workload-root [workload-workers]: 8/8 pod(s) in zone zone-1, rack rack-1"),
+        "{placed}"
+    );
+}

@@ -48,6 +48,14 @@ impl GroupKey {
                 name,
             };
         }
+        Self::of_controller(meta)
+    }
+
+    /// The group of a pod by its controller and Kueue's labels only (as [`Self::of_pod`], the
+    /// Workload-API PodGroup aside): which JobSet, LeaderWorkerSet replica group, Job or plain
+    /// pod group it is part of, else the pod's own.
+    pub fn of_controller(meta: &ObjectMeta) -> Self {
+        let namespace = namespace_or_default(meta);
         let job = controller_job_of(meta);
         if job.is_some()
             && let Some(jobset) = label(meta, keys::JOBSET_NAME_LABEL)

@@ -99,6 +99,32 @@ pub fn pod_requests(spec: &PodSpec, spec_path: &str) -> Result<ResourceList, Fie
         .collect()
 }
 
+/// CPU and memory as kube-scheduler's scoring counts a pod (its non-zero requests): the pod's
+/// effective `requests` ([`pod_requests`]), plus 100m CPU / 200Mi memory for each regular
+/// container that requests none of it, unless pod-level requests name it. (kube-scheduler
+/// also defaults init containers that request nothing; their peak rarely decides.)
+pub fn scoring_requests(
+    spec: &PodSpec,
+    spec_path: &str,
+    requests: &ResourceList,
+) -> Result<ResourceList, FieldError> {
+    use crate::topology::podgroup::{DEFAULT_CPU_REQUEST, DEFAULT_MEMORY_REQUEST, MEMORY};
+    use crate::topology::resources::CPU;
+    let containers = container_request_lists(spec, spec_path)?;
+    let pod_level = spec.resources.as_ref().and_then(|r| r.requests.as_ref());
+    let mut out = ResourceList::new();
+    for (name, default) in [(CPU, DEFAULT_CPU_REQUEST), (MEMORY, DEFAULT_MEMORY_REQUEST)] {
+        let mut value = requests.get(name).copied().unwrap_or(0);
+        if !pod_level.is_some_and(|r| r.contains_key(name)) {
+            let missing = containers.iter().filter(|c| !c.contains_key(name)).count();
+            let missing = i64::try_from(missing).unwrap_or(i64::MAX);
+            value = value.saturating_add(missing.saturating_mul(default));
+        }
+        out.insert(name.to_string(), value);
+    }
+    Ok(out)
+}
+
 /// Each regular container's requests (limits standing in for missing ones), in Kueue's `i64`
 /// units: what kube-scheduler's scoring reads per container (its non-zero defaults apply to
 /// a container that requests nothing of a resource).
@@ -362,5 +388,47 @@ mod tests {
         .expect_err("negative");
         assert_eq!(err.field, "spec.overhead.cpu");
         assert!(err.message.contains("greater than or equal to 0"));
+    }
+}
+
+#[cfg(test)]
+mod scoring_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn scoring(spec: serde_json::Value) -> ResourceList {
+        let spec: PodSpec = serde_json::from_value(spec).unwrap();
+        let requests = pod_requests(&spec, "spec").unwrap();
+        scoring_requests(&spec, "spec", &requests).unwrap()
+    }
+
+    #[test]
+    fn containers_that_request_nothing_count_at_the_defaults() {
+        let s = scoring(json!({"containers": [
+            {"name": "a", "resources": {"requests": {"cpu": "2"}}},
+            {"name": "b"}]}));
+        // a: 2 cpu + default memory; b: both defaults.
+        assert_eq!(s["cpu"], 2000 + 100);
+        assert_eq!(s["memory"], 2 * (200 << 20));
+        // An explicit zero stays zero.
+        let s = scoring(json!({"containers": [
+            {"name": "a", "resources": {"requests": {"cpu": "0", "memory": "0"}}}]}));
+        assert_eq!((s["cpu"], s["memory"]), (0, 0));
+    }
+
+    #[test]
+    fn sidecars_overhead_and_pod_level_requests_count_as_the_scheduler_counts_them() {
+        let s = scoring(json!({
+            "initContainers": [{"name": "proxy", "restartPolicy": "Always",
+                "resources": {"requests": {"cpu": "500m", "memory": "64Mi"}}}],
+            "containers": [{"name": "a", "resources": {"requests": {"cpu": "1"}}}],
+            "overhead": {"cpu": "250m"}}));
+        assert_eq!(s["cpu"], 1000 + 500 + 250);
+        assert_eq!(s["memory"], (64 << 20) + (200 << 20));
+        // Pod-level requests replace the containers' sum: no defaults on top.
+        let s = scoring(json!({
+            "resources": {"requests": {"cpu": "3", "memory": "1Gi"}},
+            "containers": [{"name": "a"}, {"name": "b"}]}));
+        assert_eq!((s["cpu"], s["memory"]), (3000, 1 << 30));
     }
 }

@@ -1,5 +1,5 @@
-//! Workload-API pod groups as kube-tas reads them: `PodGroup`s (`scheduling.k8s.io/v1beta1`
-//! and `v1alpha3`) and `CompositePodGroup`s (`v1alpha3`), or kube-tas's own copies of both under
+//! Workload-API pod groups as kube-tas reads them: `PodGroup`s (`scheduling.k8s.io/v1beta1`,
+//! `v1alpha3` and 1.36's `v1alpha2`) and `CompositePodGroup`s (`v1alpha3`), or kube-tas's own copies of both under
 //! `kube-tas.io/v1alpha1` (identical spec) for clusters that do not serve the Workload API; and
 //! the pending pods that name them.
 //!
@@ -16,10 +16,10 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::group::GroupKey;
-use super::pod_requests::{container_request_lists, pod_requests};
+use super::pod_requests::{pod_requests, scoring_requests};
 use super::{FieldError, WorkloadKind, is_terminal, name_or_generate_name, namespace_or_default};
 use crate::topology::node::RequiredAffinity;
-use crate::topology::podgroup::{self, PendingPod, non_zero_requests};
+use crate::topology::podgroup::{self, PendingPod};
 
 /// The Workload API's group.
 pub const SCHEDULING_API_GROUP: &str = "scheduling.k8s.io";
@@ -27,33 +27,53 @@ pub const SCHEDULING_API_GROUP: &str = "scheduling.k8s.io";
 pub const KUBE_TAS_API_GROUP: &str = "kube-tas.io";
 /// kube-tas's copies' apiVersion.
 pub const KUBE_TAS_API_VERSION: &str = "kube-tas.io/v1alpha1";
-/// apiVersions a `PodGroup` is read at.
-pub const POD_GROUP_API_VERSIONS: [&str; 3] = [
+/// apiVersions a `PodGroup` is read at (1.36 serves `v1alpha2`, with the same policy and
+/// constraint fields).
+pub const POD_GROUP_API_VERSIONS: [&str; 4] = [
     "scheduling.k8s.io/v1beta1",
     "scheduling.k8s.io/v1alpha3",
+    "scheduling.k8s.io/v1alpha2",
     KUBE_TAS_API_VERSION,
 ];
 /// apiVersions a `CompositePodGroup` is read at.
 pub const COMPOSITE_POD_GROUP_API_VERSIONS: [&str; 2] =
     ["scheduling.k8s.io/v1alpha3", KUBE_TAS_API_VERSION];
 
-/// Where a group object comes from. When both groups hold an object of one kind and name, the
-/// Workload API's own wins.
+/// Where a group object comes from: its API group and version. Each watch records what it
+/// sees under its own origin (so one watch's relist never drops what another lists), and a
+/// lookup takes the first origin holding the object: the Workload API's own, newest version
+/// first, then kube-tas's copy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Origin {
-    /// `scheduling.k8s.io`.
+    /// `scheduling.k8s.io/v1beta1`.
     Scheduling,
-    /// `kube-tas.io`.
+    /// `scheduling.k8s.io/v1alpha3`.
+    SchedulingV1alpha3,
+    /// `scheduling.k8s.io/v1alpha2` (1.36).
+    SchedulingV1alpha2,
+    /// `kube-tas.io/v1alpha1`.
     KubeTas,
 }
 
 impl Origin {
-    /// The origin of an apiVersion (`group/version`).
+    /// The origin of an apiVersion (`group/version`); unknown versions of
+    /// `scheduling.k8s.io` count as its newest.
     pub fn of(api_version: &str) -> Origin {
-        if api_version.starts_with("kube-tas.io/") {
-            Origin::KubeTas
-        } else {
-            Origin::Scheduling
+        match api_version {
+            "scheduling.k8s.io/v1alpha3" => Origin::SchedulingV1alpha3,
+            "scheduling.k8s.io/v1alpha2" => Origin::SchedulingV1alpha2,
+            v if v.starts_with("kube-tas.io/") => Origin::KubeTas,
+            _ => Origin::Scheduling,
+        }
+    }
+
+    /// The apiVersion objects of this origin are read (and named in Events) at.
+    pub fn api_version(self) -> &'static str {
+        match self {
+            Origin::Scheduling => "scheduling.k8s.io/v1beta1",
+            Origin::SchedulingV1alpha3 => "scheduling.k8s.io/v1alpha3",
+            Origin::SchedulingV1alpha2 => "scheduling.k8s.io/v1alpha2",
+            Origin::KubeTas => KUBE_TAS_API_VERSION,
         }
     }
 }
@@ -250,9 +270,12 @@ pub fn scheduling_group(
                     format!("Invalid value: {n}: must be greater than or equal to 1"),
                 ));
             }
-            let n = u32::try_from(n).map_err(|_| {
-                FieldError::new(field, format!("Invalid value: {n}: must fit in an int32"))
-            })?;
+            let n = i32::try_from(n)
+                .ok()
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| {
+                    FieldError::new(field, format!("Invalid value: {n}: must fit in an int32"))
+                })?;
             Policy::Gang(n)
         }
     };
@@ -344,7 +367,7 @@ pub fn pending_member(pod: &Pod) -> Result<Option<PendingMember>, FieldError> {
 /// A pod spec as the placement core's filters and score read it.
 pub fn pending_pod(name: &str, spec: &PodSpec) -> Result<PendingPod, FieldError> {
     let requests = pod_requests(spec, "spec")?;
-    let containers = container_request_lists(spec, "spec")?;
+    let non_zero = scoring_requests(spec, "spec", &requests)?;
     let affinity = spec
         .affinity
         .as_ref()
@@ -364,7 +387,7 @@ pub fn pending_pod(name: &str, spec: &PodSpec) -> Result<PendingPod, FieldError>
     Ok(PendingPod {
         name: name.to_string(),
         requests,
-        non_zero: non_zero_requests(containers.iter()),
+        non_zero,
         tolerations: spec.tolerations.clone().unwrap_or_default(),
         node_selector: spec
             .node_selector

@@ -58,7 +58,7 @@ pub struct PodUsage {
     /// Its effective requests, without the `pods` slot.
     pub requests: ResourceList,
     /// Its CPU and memory as kube-scheduler's scoring counts them (the non-zero defaults for
-    /// containers that request none; [`crate::topology::podgroup::non_zero_requests`]).
+    /// containers that request none; [`crate::cluster::pod_requests::scoring_requests`]).
     pub scoring: ResourceList,
     /// The group it belongs to.
     pub group: GroupKey,
@@ -185,6 +185,10 @@ pub struct ClusterState {
     trees: Mutex<HashMap<String, Arc<FlavorTopology>>>,
     topology_generation: u64,
     capacity_generation: u64,
+    /// Moves whenever a Workload-API group or a pending pod naming one changes.
+    scheduling_generation: u64,
+    /// Moves whenever a pod starts or stops holding capacity.
+    usage_generation: u64,
 }
 
 impl ClusterState {
@@ -458,6 +462,7 @@ impl ClusterState {
                 .or_default()
                 .insert(uid.clone());
         }
+        self.usage_generation += 1;
         add_pod_usage(&mut self.used[usage.node as usize], &usage.requests);
         let scored = &mut self.scored[usage.node as usize];
         for (name, value) in &usage.scoring {
@@ -538,6 +543,7 @@ impl ClusterState {
     /// Takes a pod out, giving its usage back (nothing remembered).
     fn take_pod(&mut self, uid: &str) -> Option<PodUsage> {
         let p = self.pods.remove(uid)?;
+        self.usage_generation += 1;
         let used = &mut self.used[p.node as usize];
         for (name, value) in &p.requests {
             if name != PODS
@@ -966,6 +972,17 @@ impl ClusterState {
     /// Moves whenever capacity may have been given back.
     pub fn capacity_generation(&self) -> u64 {
         self.capacity_generation
+    }
+
+    /// Moves whenever a Workload-API PodGroup or CompositePodGroup, or a pending pod naming
+    /// one, is added, changed or removed: a remembered "does not fit" of such a group is stale.
+    pub fn scheduling_generation(&self) -> u64 {
+        self.scheduling_generation
+    }
+
+    /// Moves whenever a pod starts or stops holding capacity (usage changed either way).
+    pub fn usage_generation(&self) -> u64 {
+        self.usage_generation
     }
 
     /// A ResourceFlavor's tree at the current topology generation, built on first use; `None`

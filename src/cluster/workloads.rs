@@ -25,7 +25,7 @@ use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use super::group::{GroupKey, PodIndex, PodSetHint};
-use super::pod_requests::{container_request_lists, pod_requests};
+use super::pod_requests::{pod_requests, scoring_requests};
 use super::role::pod_role;
 use super::scheduling_groups::pending_member;
 use super::sets::{JobSet, LeaderWorkerSet, SetEntry};
@@ -34,7 +34,6 @@ use super::{
 };
 use crate::keys;
 use crate::topology::PodSetSpec;
-use crate::topology::podgroup::non_zero_requests;
 
 /// The name of the single PodSet of a Job, pod or pod group (as Kueue names it).
 const MAIN_POD_SET: &str = "main";
@@ -158,6 +157,14 @@ pub(super) fn derive(objects: Objects) -> Result<Derived, LoadError> {
             // A Workload-API PodGroup's pod: bound, it is usage (and fixes its group's
             // domain); pending, its PodGroup places it.
             if let Some(bound) = bound_pod_of(&pod).map_err(fail)? {
+                // Its set runs, as for any of the set's pods.
+                let set = GroupKey::of_controller(&pod.metadata);
+                if matches!(
+                    set.kind,
+                    WorkloadKind::JobSet | WorkloadKind::LeaderWorkerSet
+                ) {
+                    running_sets.insert(set);
+                }
                 bound_pods.push(bound);
             } else {
                 pending_member(&pod).map_err(fail)?;
@@ -399,13 +406,14 @@ pub fn bound_pod_of(pod: &Pod) -> Result<Option<BoundPod>, FieldError> {
     };
     let meta = &pod.metadata;
     let annotations = meta.annotations.clone().unwrap_or_default();
+    let requests = pod_requests(spec, "spec")?;
     Ok(Some(BoundPod {
         namespace: namespace_or_default(meta),
         name: meta.name.clone().unwrap_or_default(),
         uid: meta.uid.clone().filter(|u| !u.is_empty()),
         node_name,
-        requests: pod_requests(spec, "spec")?,
-        scoring: non_zero_requests(container_request_lists(spec, "spec")?.iter()),
+        scoring: scoring_requests(spec, "spec", &requests)?,
+        requests,
         tas: keys::TAS_POD_ANNOTATIONS
             .iter()
             .any(|k| annotations.contains_key(*k)),

@@ -4,14 +4,13 @@
 use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodSpec};
 
 use crate::cluster::group::{GroupKey, PodIndex, PodSetHint};
-use crate::cluster::pod_requests::container_request_lists;
+use crate::cluster::pod_requests::scoring_requests;
 use crate::cluster::{
     controller_job_ref, managed_by_kueue, name_or_generate_name, namespace_or_default,
     pod_marks_tas, pod_requests,
 };
 use crate::keys;
 use crate::topology::ResourceList;
-use crate::topology::podgroup::non_zero_requests;
 
 /// What plans need to know about one pod.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,9 +54,8 @@ impl PodFacts {
         let no_spec = PodSpec::default();
         let spec = pod.spec.as_ref().unwrap_or(&no_spec);
         let requests = pod_requests(spec, "spec").map_err(|e| format!("{label}: {e}"))?;
-        let containers =
-            container_request_lists(spec, "spec").map_err(|e| format!("{label}: {e}"))?;
-        let scoring = non_zero_requests(containers.iter());
+        let scoring =
+            scoring_requests(spec, "spec", &requests).map_err(|e| format!("{label}: {e}"))?;
         let uid = meta
             .uid
             .clone()

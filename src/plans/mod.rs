@@ -380,6 +380,10 @@ pub struct PlanBook {
     /// Per Workload-API tree root (`Kind namespace/name`), the last "does not fit" noticed, so
     /// each reason is said once whichever child's pod asks.
     scheduling_noticed: HashMap<String, String>,
+    /// Per Workload-API PodGroup, the last "does not fit" and what it was decided on
+    /// ([`scheduling::Memo`]): asked again with nothing changed, the answer is given again
+    /// without placing the tree anew.
+    scheduling_memo: HashMap<GroupKey, scheduling::Memo>,
 }
 
 impl PlanBook {
@@ -397,6 +401,7 @@ impl PlanBook {
             counters: Arc::default(),
             notices: Vec::new(),
             scheduling_noticed: HashMap::new(),
+            scheduling_memo: HashMap::new(),
         }
     }
 
@@ -450,6 +455,7 @@ impl PlanBook {
         self.pods.clear();
         self.failures.clear();
         self.scheduling_noticed.clear();
+        self.scheduling_memo.clear();
         self.generation += 1;
         self.publish();
     }
@@ -491,8 +497,18 @@ impl PlanBook {
             Ok(f) => f,
             Err(e) => return FilterVerdict::Invalid(e),
         };
-        // A Job Kueue has a Workload for is Kueue's too, whatever its pods carry.
+        // A Job Kueue has a Workload for is Kueue's too, whatever its pods carry (also when
+        // they name a Workload-API PodGroup: the group is then the PodGroup, not the Job).
         facts.kueue_managed |= state.kueue_manages(&facts.group);
+        if facts.group.kind == WorkloadKind::SchedulingGroup
+            && let Some(job) = crate::cluster::controller_job_of(&pod.metadata)
+        {
+            facts.kueue_managed |= state.kueue_manages(&GroupKey {
+                kind: WorkloadKind::Job,
+                namespace: facts.namespace.clone(),
+                name: job,
+            });
+        }
         if facts.kueue_managed {
             // Kueue's own TAS pinned it: passed through, never planned; bound where the
             // scheduler chose once the node has room.
@@ -1570,6 +1586,12 @@ impl PlanBook {
             .retain(|group, f| !f.given_up || state.members(group).next().is_some());
         if self.failures.len() > 10_000 {
             self.failures.clear();
+        }
+        if self.scheduling_noticed.len() > 10_000 {
+            self.scheduling_noticed.clear();
+        }
+        if self.scheduling_memo.len() > 10_000 {
+            self.scheduling_memo.clear();
         }
         self.publish();
     }

@@ -24,15 +24,21 @@ use super::{
 };
 use crate::cluster::WorkloadKind;
 use crate::cluster::group::GroupKey;
-use crate::cluster::scheduling_groups::{
-    KUBE_TAS_API_VERSION, Origin, SchedulingGroup, pending_pod,
-};
+use crate::cluster::scheduling_groups::{Policy, SchedulingGroup, pending_pod};
 use crate::cluster::state::{ClusterState, SchedulingTree};
 use crate::topology::podgroup::{self, Decision, PendingPod};
+use crate::topology::resources::PODS;
 use crate::topology::{PodSetSpec, ResourceList};
 
-/// The apiVersion Events about a `scheduling.k8s.io` PodGroup name it by.
-const SCHEDULING_POD_GROUP_API_VERSION: &str = "scheduling.k8s.io/v1beta1";
+/// A remembered "does not fit" of a PodGroup's tree and what it was decided on: the cluster's
+/// capacity, usage, topology and Workload-API generations, the book's own, and the asking pod when
+/// the watches did not know it (another such pod is another question).
+#[derive(Debug, Clone)]
+pub(super) struct Memo {
+    stamp: (u64, u64, u64, u64, u64),
+    asker: Option<String>,
+    rejection: Rejection,
+}
 
 /// One PodGroup of a tree being planned: its key, the uid of each pod it offers the core (by
 /// pod name), and the largest requests among them.
@@ -40,6 +46,8 @@ struct LeafInput {
     key: PlanKey,
     uids: HashMap<String, String>,
     requests: ResourceList,
+    /// Its pods that exist: pending ones offered to the core, bound ones and held seats.
+    known: usize,
 }
 
 impl PlanBook {
@@ -55,13 +63,6 @@ impl PlanBook {
     ) -> FilterVerdict {
         let key = main_key(&facts.group);
         self.drop_if_seats_failed(state, &key);
-        if !self.has_seat(&key, &facts.uid)
-            && let Some(plan) = self.plans.get_mut(&key)
-        {
-            // A seat given back by a refused Binding (or a pod gone before it bound) is the
-            // group's still: the next pod of the group takes it rather than a new one.
-            plan.take_seat(&facts.uid, None);
-        }
         if !self.has_seat(&key, &facts.uid) {
             let no_spec = PodSpec::default();
             let spec = pod.spec.as_ref().unwrap_or(&no_spec);
@@ -74,7 +75,11 @@ impl PlanBook {
                     ));
                 }
             };
-            if let Err(rejection) = self.plan_scheduling_tree(state, facts, asking, now, true) {
+            self.reopen_vanished_seats(state, &key, &facts.uid);
+            self.take_open_seat(state, &key, &facts.uid, &asking);
+            if !self.has_seat(&key, &facts.uid)
+                && let Err(rejection) = self.plan_scheduling_tree(state, facts, asking, now, true)
+            {
                 self.see(facts, key, now);
                 return FilterVerdict::Only {
                     pass: Vec::new(),
@@ -98,6 +103,70 @@ impl PlanBook {
             };
         }
         self.seat_filter(state, &key, facts, candidates, now)
+    }
+
+    /// In live mode (the watches feed the pending pods), a seat taken by a pod that is gone
+    /// (neither pending nor holding capacity) is open again: its group's next pod takes it.
+    fn reopen_vanished_seats(&mut self, state: &ClusterState, key: &PlanKey, asking: &str) {
+        if !state.tracks_pending_group_pods() {
+            return; // from files, a pod the scheduler sends may be known nowhere else
+        }
+        let Some(plan) = self.plans.get_mut(key) else {
+            return;
+        };
+        let gone: Vec<String> = plan
+            .by_uid
+            .keys()
+            .filter(|uid| {
+                uid.as_str() != asking
+                    && state.pending_member(uid).is_none()
+                    && state.pod(uid).is_none()
+            })
+            .filter(|uid| plan.seats[plan.by_uid[*uid]].holder == Holder::Taken((*uid).clone()))
+            .cloned()
+            .collect();
+        for uid in gone {
+            if let Some(s) = plan.by_uid.remove(&uid) {
+                plan.seats[s].holder = Holder::Open;
+            }
+        }
+    }
+
+    /// Seats the pod in an open seat of its PodGroup's plan (one a refused Binding gave back,
+    /// or a vanished pod's) on whose node its own filters pass, counting the seat's hold as
+    /// its room.
+    fn take_open_seat(&mut self, state: &ClusterState, key: &PlanKey, uid: &str, pod: &PendingPod) {
+        let Some(plan) = self.plans.get(key) else {
+            return;
+        };
+        let fits = |seat: &Seat| {
+            let id = plan.node_id(seat);
+            let Some(node) = state.node(id) else {
+                return false;
+            };
+            let mut used = state.used(id).clone();
+            for (k, v) in self.held.at(id).into_iter().flatten() {
+                *used.entry(k.clone()).or_insert(0) += v;
+            }
+            for (k, v) in &plan.requests {
+                if k != PODS {
+                    *used.entry(k.clone()).or_insert(0) -= v;
+                }
+            }
+            *used.entry(PODS.to_string()).or_insert(0) -= 1;
+            podgroup::reject(node, &used, pod).is_none()
+        };
+        let Some(s) = plan
+            .seats
+            .iter()
+            .position(|seat| seat.holder == Holder::Open && fits(seat))
+        else {
+            return;
+        };
+        if let Some(plan) = self.plans.get_mut(key) {
+            plan.seats[s].holder = Holder::Taken(uid.to_string());
+            plan.by_uid.insert(uid.to_string(), s);
+        }
     }
 
     fn has_seat(&self, key: &PlanKey, uid: &str) -> bool {
@@ -140,6 +209,50 @@ impl PlanBook {
         now: Instant,
         keep: bool,
     ) -> Result<(), Rejection> {
+        let stamp = (
+            state.capacity_generation(),
+            state.usage_generation(),
+            state.topology_generation(),
+            state.scheduling_generation(),
+            self.generation,
+        );
+        let asker = state
+            .pending_member(&facts.uid)
+            .is_none()
+            .then(|| facts.uid.clone());
+        if let Some(m) = self.scheduling_memo.get(&facts.group)
+            && m.stamp == stamp
+            && m.asker == asker
+        {
+            return Err(m.rejection.clone());
+        }
+        let outcome = self.place_scheduling_tree(state, facts, asking, now, keep);
+        match &outcome {
+            Err(rejection) => {
+                self.scheduling_memo.insert(
+                    facts.group.clone(),
+                    Memo {
+                        stamp,
+                        asker,
+                        rejection: rejection.clone(),
+                    },
+                );
+            }
+            Ok(()) => {
+                self.scheduling_memo.remove(&facts.group);
+            }
+        }
+        outcome
+    }
+
+    fn place_scheduling_tree(
+        &mut self,
+        state: &ClusterState,
+        facts: &PodFacts,
+        asking: PendingPod,
+        now: Instant,
+        keep: bool,
+    ) -> Result<(), Rejection> {
         let tree = match state.scheduling_tree(&facts.group) {
             Ok(t) => t,
             Err(why) => {
@@ -155,6 +268,33 @@ impl PlanBook {
         let owner = keep.then(|| owner_of(&tree));
         let owner = owner.as_ref();
         let (groups, inputs) = self.core_groups(state, &tree, facts, asking);
+        // kube-scheduler's gang gate: a gang is not tried before minCount of its pods exist.
+        // Only the watches know which exist; from files, the pods given are all there are.
+        let asking_group = tree
+            .leaves()
+            .find(|g| g.name == facts.group.name)
+            .filter(|_| state.tracks_pending_group_pods());
+        let known = inputs
+            .iter()
+            .find(|i| i.key.group == facts.group)
+            .map_or(0, |i| i.known);
+        if let Some(g) = asking_group
+            && let Policy::Gang(min) = g.policy
+            && known < min as usize
+        {
+            let why = format!(
+                "{} (gang, minCount {min}): waiting for minCount pods from a gang to appear in \
+                 scheduling queue: {known} of {min} exist",
+                facts.group
+            );
+            return Err(self.scheduling_failure(
+                &facts.group,
+                None,
+                why.clone(),
+                format!("node(s) wait: {why}"),
+                false,
+            ));
+        }
         let (nodes, usage) = state.scheduling_usage(|id| self.held.at(id));
         let decision = match podgroup::place(&nodes, &usage, &groups, &tree.root) {
             Ok(d) => d,
@@ -281,11 +421,13 @@ impl PlanBook {
                     *slot = (*slot).max(*v);
                 }
             }
+            let known = pending.len() + bound.len();
             groups.push(g.to_core(pending, bound));
             inputs.push(LeafInput {
                 key,
                 uids,
                 requests,
+                known,
             });
         }
         (groups, inputs)
@@ -326,11 +468,18 @@ impl PlanBook {
                 let member = flavor
                     .tree
                     .leaf_of_node(&a.node)
-                    .map(|l| (l, flavor.tree.domains[l].nodes.first().copied()));
-                let Some((leaf_idx, Some(member))) = member else {
-                    // A node the core may use but seats cannot (no hostname label, or not
-                    // Ready without the not-ready taint): the pod waits for the next call.
-                    continue;
+                    .and_then(|l| flavor.tree.domains[l].nodes.first().map(|&m| (l, m)));
+                let Some((leaf_idx, member)) = member else {
+                    // The seat tree holds every node the core was given, so this is a node
+                    // gone in between: nothing of the tree is seated, the pod asks again.
+                    return Err(Rejection {
+                        reason: format!(
+                            "node(s) lost node {} while {} was planned; planning again",
+                            a.node, input.key
+                        )
+                        .into(),
+                        unresolvable: false,
+                    });
                 };
                 seats.push(Seat {
                     leaf: leaf_idx,
@@ -500,11 +649,7 @@ fn owner_of(tree: &SchedulingTree) -> ObjectReference {
 
 /// An object reference to a group, at the apiVersion it was read from.
 fn group_ref(group: &SchedulingGroup) -> ObjectReference {
-    let api_version = match group.origin {
-        Origin::Scheduling if group.composite => "scheduling.k8s.io/v1alpha3",
-        Origin::Scheduling => SCHEDULING_POD_GROUP_API_VERSION,
-        Origin::KubeTas => KUBE_TAS_API_VERSION,
-    };
+    let api_version = group.origin.api_version();
     ObjectReference {
         api_version: Some(api_version.to_string()),
         kind: Some(group.kind().to_string()),

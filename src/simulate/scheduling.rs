@@ -26,7 +26,7 @@ struct Leaf<'c> {
     keys: Vec<String>,
 }
 
-impl Simulation<'_, '_> {
+impl<'c> Simulation<'c, '_> {
     /// Every Workload-API root in file order, then the pods whose PodGroup is in no tree
     /// kube-tas can place (missing, or under a missing parent or a cycle).
     pub(super) fn scheduling_groups(&mut self) -> Vec<WorkloadReport> {
@@ -40,6 +40,12 @@ impl Simulation<'_, '_> {
             }
             for l in &leaves {
                 covered.insert((l.group.namespace.as_str(), l.group.name.as_str()));
+            }
+            if leaves
+                .iter()
+                .all(|l| self.pods_of(&l.group.namespace, &l.group.name).is_empty())
+            {
+                continue; // nothing pending: a group that runs, or whose pods are to come
             }
             let pod_sets = leaves
                 .iter()
@@ -76,6 +82,21 @@ impl Simulation<'_, '_> {
         reports
     }
 
+    /// The pending pods naming PodGroup `namespace/name`, in file order.
+    fn pods_of(&self, namespace: &str, name: &str) -> Vec<&'c Pod> {
+        let cluster: &'c crate::cluster::Cluster = self.cluster;
+        cluster
+            .scheduling_pods
+            .iter()
+            .filter(|p| {
+                let g = GroupKey::of_pod(&p.metadata, p.spec.as_ref());
+                g.kind == WorkloadKind::SchedulingGroup
+                    && g.namespace == namespace
+                    && g.name == name
+            })
+            .collect()
+    }
+
     /// Schedules the pending pods of PodGroup `namespace/name` in the scheduler's order
     /// (priority, then creation, then name) and reports where they went.
     fn schedule_leaf(
@@ -85,17 +106,7 @@ impl Simulation<'_, '_> {
         pod_set: String,
         keys: &[String],
     ) -> PodSetReport {
-        let mut pods: Vec<&Pod> = self
-            .cluster
-            .scheduling_pods
-            .iter()
-            .filter(|p| {
-                let g = GroupKey::of_pod(&p.metadata, p.spec.as_ref());
-                g.kind == WorkloadKind::SchedulingGroup
-                    && g.namespace == namespace
-                    && g.name == name
-            })
-            .collect();
+        let mut pods = self.pods_of(namespace, name);
         pods.sort_by_key(|p| {
             (
                 std::cmp::Reverse(p.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)),
@@ -135,7 +146,9 @@ impl Simulation<'_, '_> {
             }
         }
         let placed: i64 = per_domain.values().sum();
-        let fits = placed > 0;
+        // A PodGroup with nothing pending (its pods run, or are still to be created) has
+        // nothing that fails to fit.
+        let fits = placed > 0 || count == 0;
         PodSetReport {
             name: pod_set,
             count: i32::try_from(count).unwrap_or(i32::MAX),

@@ -69,7 +69,7 @@ pub fn render(report: &Report) -> String {
                     ps.count,
                     nodes.len()
                 );
-            } else if ps.flavor.is_none() && ps.levels.is_empty() {
+            } else if ps.flavor.is_none() && ps.levels.is_empty() && ps.fits {
                 let _ = writeln!(
                     out,
                     "  SKIPPED  {name}: no topology request; kube-scheduler places it alone"

@@ -89,6 +89,8 @@ const RESOURCES: &[Res] = &[
     Res { group: "jobset.x-k8s.io", version: "v1alpha2", plural: "jobsets", kind: "JobSet", flags: NS | CR | ST | OBJ },
     Res { group: "leaderworkerset.x-k8s.io", version: "v1", plural: "leaderworkersets", kind: "LeaderWorkerSet", flags: NS | CR | ST | OBJ },
     Res { group: "scheduling.k8s.io", version: "v1beta1", plural: "podgroups", kind: "PodGroup", flags: NS | ST | OBJ },
+    Res { group: "scheduling.k8s.io", version: "v1alpha3", plural: "podgroups", kind: "PodGroup", flags: NS | ST | OBJ },
+    Res { group: "scheduling.k8s.io", version: "v1alpha2", plural: "podgroups", kind: "PodGroup", flags: NS | ST | OBJ },
     Res { group: "scheduling.k8s.io", version: "v1alpha3", plural: "compositepodgroups", kind: "CompositePodGroup", flags: NS | ST | OBJ },
     Res { group: "kube-tas.io", version: "v1alpha1", plural: "podgroups", kind: "PodGroup", flags: NS | CR | ST | OBJ },
     Res { group: "kube-tas.io", version: "v1alpha1", plural: "compositepodgroups", kind: "CompositePodGroup", flags: NS | CR | ST | OBJ },

@@ -30,7 +30,7 @@ use crate::keys;
 mod scheduling;
 pub use scheduling::{
     CompositePodGroupV1alpha3, KubeTasCompositePodGroup, KubeTasPodGroup, PendingMemberPod,
-    PodGroupV1beta1,
+    PodGroupV1alpha2, PodGroupV1alpha3, PodGroupV1beta1,
 };
 
 /// A kind kube-tas watches.

@@ -45,7 +45,7 @@ pub mod resources;
 
 pub use kinds::{
     CompositePodGroupV1alpha3, KubeTasCompositePodGroup, KubeTasPodGroup, PendingGroupPod,
-    PendingMemberPod, PodGroupV1beta1, WatchedKind,
+    PendingMemberPod, PodGroupV1alpha2, PodGroupV1alpha3, PodGroupV1beta1, WatchedKind,
 };
 pub use leader::Leadership;
 
@@ -216,6 +216,8 @@ impl Watches {
             PendingGroupPod,
             KueueWorkload,
             PodGroupV1beta1,
+            PodGroupV1alpha3,
+            PodGroupV1alpha2,
             CompositePodGroupV1alpha3,
             KubeTasPodGroup,
             KubeTasCompositePodGroup,

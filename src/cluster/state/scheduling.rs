@@ -43,6 +43,7 @@ impl SchedulingTree {
 impl ClusterState {
     /// A PodGroup or CompositePodGroup added or changed.
     pub fn apply_scheduling_group(&mut self, group: SchedulingGroup) {
+        self.scheduling_generation += 1;
         self.scheduling_groups
             .entry(group.id())
             .or_default()
@@ -55,6 +56,7 @@ impl ClusterState {
             return false;
         };
         let removed = by_origin.remove(&origin).is_some();
+        self.scheduling_generation += 1;
         if by_origin.is_empty() {
             self.scheduling_groups.remove(id);
         }
@@ -83,6 +85,7 @@ impl ClusterState {
     /// A pending pod of a Workload-API PodGroup (added or changed).
     pub fn apply_pending_member(&mut self, uid: &str, member: PendingMember) {
         self.remove_pending_member(uid);
+        self.scheduling_generation += 1;
         self.scheduling_pending_by_group
             .entry(member.group.clone())
             .or_default()
@@ -95,6 +98,7 @@ impl ClusterState {
         let Some(old) = self.scheduling_pending.remove(uid) else {
             return false;
         };
+        self.scheduling_generation += 1;
         if let Some(uids) = self.scheduling_pending_by_group.get_mut(&old.group) {
             uids.remove(uid);
             if uids.is_empty() {
@@ -102,6 +106,11 @@ impl ClusterState {
             }
         }
         true
+    }
+
+    /// The pending member recorded under `uid`.
+    pub fn pending_member(&self, uid: &str) -> Option<&PendingMember> {
+        self.scheduling_pending.get(uid)
     }
 
     /// The uids of every pending member recorded.
@@ -229,9 +238,11 @@ impl ClusterState {
         (nodes, usage)
     }
 
-    /// Every node's hostname as a one-level tree (every Ready, schedulable node with a
-    /// `kubernetes.io/hostname` label is a leaf): where the seats of Workload-API plans sit, a
-    /// seat per pod on its node. Built on first use per topology generation.
+    /// Every node as a leaf of a one-level tree (named by the node, whatever its labels,
+    /// readiness or cordon): where the seats of Workload-API plans sit, one per pod on its
+    /// node. It holds exactly the nodes the placement core is given ([`Self::scheduling_usage`]),
+    /// so every node the core chooses has a seat; which nodes a pod may use is the core's
+    /// filters' business. Built on first use per topology generation.
     pub fn hostname_topology(&self) -> Arc<FlavorTopology> {
         let mut trees = self.trees.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(f) = trees.get(HOSTNAME_TREE)
@@ -239,11 +250,21 @@ impl ClusterState {
         {
             return f.clone();
         }
+        let seats = self.nodes.iter().flatten().map(|n| {
+            Arc::new(NodeInfo {
+                labels: BTreeMap::from([(HOSTNAME_LABEL.to_string(), n.name.clone())]),
+                ready: true,
+                ready_condition_missing: false,
+                unschedulable: false,
+                taints: Vec::new(),
+                ..(**n).clone()
+            })
+        });
         let tree = TopologyTree::build(
             HOSTNAME_TREE,
             &[HOSTNAME_LABEL.to_string()],
             &BTreeMap::new(),
-            self.nodes.iter().flatten().cloned(),
+            seats,
         );
         let member_ids = tree.nodes.iter().map(|n| self.node_ids[&n.name]).collect();
         let built = Arc::new(FlavorTopology {

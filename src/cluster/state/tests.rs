@@ -319,3 +319,23 @@ fn a_group_is_kueues_while_one_of_its_workloads_exists() {
     assert!(!s.kueue_manages(&train()));
     assert_eq!(s.kueue_workload_keys(), ["default/other"]);
 }
+
+#[test]
+fn scoring_usage_follows_pods_in_and_out() {
+    let mut s = ClusterState::new();
+    s.apply_node(node("n1", "r1", 8));
+    let id = s.node_id("n1").unwrap();
+    let mut p = pod("p1", "n1", 2, None);
+    p.scoring = [("cpu".to_string(), 2000), ("memory".to_string(), 200 << 20)].into();
+    s.apply_bound_pod(&p);
+    s.apply_bound_pod(&p); // the same pod again counts once
+    assert_eq!(s.scored(id)["memory"], 200 << 20);
+    assert_eq!(s.scored(id)["cpu"], 2000);
+    // Resized in place: the old amounts leave, the new ones come.
+    p.requests = [("cpu".to_string(), 3000)].into();
+    p.scoring = [("cpu".to_string(), 3000), ("memory".to_string(), 200 << 20)].into();
+    s.apply_bound_pod(&p);
+    assert_eq!(s.scored(id)["cpu"], 3000);
+    assert!(s.remove_pod("p1"));
+    assert!(s.scored(id).is_empty(), "{:?}", s.scored(id));
+}

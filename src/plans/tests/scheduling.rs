@@ -1065,3 +1065,122 @@ fn a_pod_group_plan_whose_pods_never_come_expires() {
     assert_eq!(seat(&mut b, &pods[1], later), "r1-n1");
     assert_eq!(b.stats().plans_made, 2);
 }
+
+/// A gang is not tried before `minCount` of its pods exist (kube-scheduler's gang gate): the
+/// pod waits, resolvably, nothing is held and no Event is raised; once the pods exist, it is
+/// planned.
+#[test]
+fn a_gang_waits_for_its_pods_to_exist() {
+    let mut b = two_racks("");
+    b.state.track_pending_group_pods();
+    b.state
+        .apply_scheduling_group(gang("trio", 3, Some("rack"), None));
+    let pods: Vec<Pod> = (0..3)
+        .map(|i| member("trio", &format!("trio-{i}"), 1))
+        .collect();
+    watch(&mut b, &pods[0]);
+    let t0 = Instant::now();
+    let (pass, rejected) = ask(&mut b, &pods[1], t0);
+    assert!(pass.is_empty(), "{pass:?}");
+    assert_eq!(
+        rejected.reason.as_ref(),
+        "node(s) wait: PodGroup default/trio (gang, minCount 3): waiting for minCount pods \
+         from a gang to appear in scheduling queue: 2 of 3 exist"
+    );
+    assert!(!rejected.unresolvable);
+    assert!(held_anywhere(&b).is_empty());
+    assert!(b.book.take_notices().is_empty());
+    assert_eq!(b.stats().groups_not_fit, 0);
+    watch(&mut b, &pods[1]);
+    watch(&mut b, &pods[2]);
+    assert_eq!(seat(&mut b, &pods[1], t0), "r1-n1");
+    assert_eq!(b.stats().plans_made, 1);
+}
+
+/// A pod that tolerates everything may go to a cordoned or NotReady node (kube-scheduler lets
+/// it): every node the core may choose has a seat, so the gang is seated whole.
+#[test]
+fn a_node_only_tolerating_pods_may_use_still_gets_their_seat() {
+    let mut b = two_racks("");
+    // r1-n1 cordoned: the core skips it for pods that do not tolerate the cordon.
+    let mut cordoned = b.state.node_by_name("r1-n1").unwrap().clone();
+    cordoned.unschedulable = true;
+    cordoned.taints.push(k8s_openapi::api::core::v1::Taint {
+        key: crate::keys::UNSCHEDULABLE_TAINT.to_string(),
+        effect: "NoSchedule".to_string(),
+        ..Default::default()
+    });
+    b.state.apply_node(cordoned);
+    b.state
+        .apply_scheduling_group(gang("tolerant", 2, Some("rack"), None));
+    let tolerate_all = |name: &str| -> Pod {
+        let mut p = member("tolerant", name, 2);
+        p.spec.as_mut().unwrap().tolerations = Some(vec![k8s_openapi::api::core::v1::Toleration {
+            operator: Some("Exists".to_string()),
+            ..Default::default()
+        }]);
+        p
+    };
+    let pods = [tolerate_all("tolerant-0"), tolerate_all("tolerant-1")];
+    for p in &pods {
+        watch(&mut b, p);
+    }
+    let t0 = Instant::now();
+    let seats: Vec<String> = pods.iter().map(|p| seat(&mut b, p, t0)).collect();
+    assert_eq!(
+        seats,
+        ["r1-n1", "r1-n1"],
+        "the cordoned node, first by name, takes both"
+    );
+    assert_eq!(b.stats().seats_held, 2);
+    // A pod that does not tolerate it is kept off it.
+    b.state
+        .apply_scheduling_group(gang("plain", 1, Some("rack"), None));
+    let plain = watched_members(&mut b, "plain", 1, 1);
+    assert_ne!(seat(&mut b, &plain[0], t0), "r1-n1");
+}
+
+/// In live mode a seat whose pod is gone (deleted before it bound) is opened again, and the
+/// pod that replaces it takes that seat instead of a new one.
+#[test]
+fn a_seat_whose_pod_vanished_goes_to_its_replacement() {
+    let mut b = two_racks("");
+    b.state.track_pending_group_pods();
+    b.state
+        .apply_scheduling_group(gang("pair", 2, Some("rack"), None));
+    let pods = watched_members(&mut b, "pair", 2, 4);
+    let t0 = Instant::now();
+    assert_eq!(seat(&mut b, &pods[0], t0), "r1-n1");
+    assert_eq!(b.stats().seats_held, 2);
+    // pair-1 is deleted before it asks; its controller makes pair-1b.
+    assert!(b.state.remove_pending_member(&pod_uid("pair-1")));
+    let replacement = member("pair", "pair-1b", 4);
+    watch(&mut b, &replacement);
+    assert_eq!(seat(&mut b, &replacement, t0), "r1-n2");
+    assert_eq!(
+        b.stats().seats_held,
+        2,
+        "the same two seats, nothing more held"
+    );
+    assert_eq!(b.stats().plans_made, 1);
+    // From files nothing is known to be gone: the seat stays pair-1's, the newcomer finds no
+    // room beside the group, and pair-1 still gets its seat.
+    let mut files = two_racks("");
+    files
+        .state
+        .apply_scheduling_group(gang("pair", 2, Some("rack"), None));
+    let pods = watched_members(&mut files, "pair", 2, 4);
+    assert_eq!(seat(&mut files, &pods[0], t0), "r1-n1");
+    assert!(files.state.remove_pending_member(&pod_uid("pair-1")));
+    let newcomer = member("pair", "pair-1b", 4);
+    watch(&mut files, &newcomer);
+    let (pass, rejected) = ask(&mut files, &newcomer, t0);
+    assert!(pass.is_empty(), "{pass:?}");
+    assert!(
+        rejected.reason.contains("rack r1 fits 0"),
+        "{}",
+        rejected.reason
+    );
+    assert_eq!(seat(&mut files, &pods[1], t0), "r1-n2");
+    assert_eq!(files.stats().seats_held, 2);
+}

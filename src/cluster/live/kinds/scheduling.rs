@@ -1,8 +1,11 @@
-//! The Workload-API kinds kube-tas watches: `PodGroup` (`scheduling.k8s.io/v1beta1`),
-//! `CompositePodGroup` (`scheduling.k8s.io/v1alpha3`), kube-tas's `kube-tas.io/v1alpha1`
-//! copies of both, and the pending pods that name a PodGroup. Every group kind is optional: a
-//! cluster that serves neither API group (before 1.36, the gate off, kube-tas's CRDs not
-//! installed) reports them as not served and runs on.
+//! The Workload-API kinds kube-tas watches: `PodGroup` (`scheduling.k8s.io` `v1beta1`, and
+//! `v1alpha3` / `v1alpha2` for clusters that enable only an alpha version: 1.36 serves its
+//! PodGroups at `v1alpha2`), `CompositePodGroup` (`v1alpha3`), kube-tas's `kube-tas.io/v1alpha1`
+//! copies of both, and the pending pods that name a PodGroup. A cluster serving one PodGroup at
+//! several versions shows each watch the same objects, each recorded under its version's
+//! origin and read once. Every group kind is
+//! optional: a cluster that serves neither API group (before 1.36, the gate off, kube-tas's
+//! CRDs not installed) reports them as not served and runs on.
 
 use std::borrow::Cow;
 
@@ -115,6 +118,26 @@ group_kind!(
     Origin::Scheduling
 );
 group_kind!(
+    PodGroupV1alpha3,
+    "PodGroup",
+    SCHEDULING_API_GROUP,
+    "v1alpha3",
+    "podgroups",
+    "podgroups.v1alpha3",
+    false,
+    Origin::SchedulingV1alpha3
+);
+group_kind!(
+    PodGroupV1alpha2,
+    "PodGroup",
+    SCHEDULING_API_GROUP,
+    "v1alpha2",
+    "podgroups",
+    "podgroups.v1alpha2",
+    false,
+    Origin::SchedulingV1alpha2
+);
+group_kind!(
     CompositePodGroupV1alpha3,
     "CompositePodGroup",
     SCHEDULING_API_GROUP,
@@ -122,7 +145,7 @@ group_kind!(
     "compositepodgroups",
     "compositepodgroups",
     true,
-    Origin::Scheduling
+    Origin::SchedulingV1alpha3
 );
 group_kind!(
     KubeTasPodGroup,
