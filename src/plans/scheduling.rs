@@ -325,12 +325,20 @@ impl PlanBook {
             if keep {
                 PlanCounters::bump(&self.counters.groups_not_fit);
             }
+            // Preemption cannot help a tree that would not fit with every other pod gone: say
+            // so, so kube-scheduler evicts nothing for it.
+            let empty = podgroup::Usage::new();
+            let unresolvable =
+                podgroup::place(&nodes, &empty, &groups, &tree.root).is_ok_and(|d| {
+                    let leaf = d.leaves.iter().find(|l| l.name == facts.group.name);
+                    !d.fits || leaf.is_some_and(|l| !l.fits)
+                });
             return Err(self.scheduling_failure(
                 &facts.group,
                 owner.map(|o| (o, event)),
                 why.clone(),
                 format!("node(s) cannot take {why}"),
-                false,
+                unresolvable,
             ));
         }
         if !keep {

@@ -403,7 +403,10 @@ fn a_gang_that_fits_no_rack_holds_nothing() {
         rejected.reason.as_ref(),
         format!("node(s) cannot take {message}")
     );
-    assert!(!rejected.unresolvable);
+    assert!(
+        rejected.unresolvable,
+        "10 cpu is more than any rack has even empty: preemption cannot help"
+    );
     assert_eq!(b.group_failure(&leaf("big")), Some(message));
     let stats = b.stats();
     assert_eq!(
@@ -1183,4 +1186,36 @@ fn a_seat_whose_pod_vanished_goes_to_its_replacement() {
     );
     assert_eq!(seat(&mut files, &pods[1], t0), "r1-n2");
     assert_eq!(files.stats().seats_held, 2);
+}
+
+/// A gang kept out only by other pods may be helped by preemption (resolvable); one that
+/// would not fit on the empty cluster may not.
+#[test]
+fn only_a_gang_that_fits_an_empty_cluster_is_left_to_preemption() {
+    // Busy pods of 3 cpu on r1-n1 and r2-n1: each rack keeps 5 cpu, the gang needs 6 in one.
+    let fillers = format!(
+        "{}{}",
+        filler_pod_yaml("busy-1", 3, "r1-n1"),
+        filler_pod_yaml("busy-2", 3, "r2-n1")
+    );
+    let mut b = two_racks(&fillers);
+    b.state
+        .apply_scheduling_group(gang("six", 3, Some("rack"), None));
+    let pods = watched_members(&mut b, "six", 3, 2);
+    let t0 = Instant::now();
+    let (pass, rejected) = ask(&mut b, &pods[0], t0);
+    assert!(pass.is_empty(), "{pass:?}");
+    assert!(
+        rejected.reason.contains("no rack fits 3 pods"),
+        "{}",
+        rejected.reason
+    );
+    assert!(!rejected.unresolvable, "{}", rejected.reason);
+    // The same gang on the cluster without the busy pods fits: the fixture is what it says.
+    let mut empty = two_racks("");
+    empty
+        .state
+        .apply_scheduling_group(gang("six", 3, Some("rack"), None));
+    let pods = watched_members(&mut empty, "six", 3, 2);
+    assert_eq!(seat(&mut empty, &pods[0], t0), "r1-n1");
 }
