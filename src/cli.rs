@@ -55,6 +55,11 @@ pub enum Command {
     /// Create a development CA (or reuse the one in --out) and a serving certificate for the
     /// kube-tas Service; print the caBundle (base64 of the CA's PEM) on stdout.
     Certs(CertsArgs),
+    /// Start `serve` in process over a generated cluster and measure it as kube-scheduler and
+    /// kube-apiserver call it (round trip over loopback: p50 / p99 / p99.9 per call, pods per
+    /// second of a replayed scheduling cycle), optionally against a floor server that only
+    /// parses and answers.
+    Bench(BenchArgs),
 }
 
 impl Cli {
@@ -63,7 +68,7 @@ impl Cli {
     pub fn default_log_level(&self) -> &'static str {
         match self.command {
             Command::Serve(_) => "info",
-            Command::Simulate(_) | Command::Certs(_) => "warn",
+            Command::Simulate(_) | Command::Certs(_) | Command::Bench(_) => "warn",
         }
     }
 }
@@ -217,6 +222,41 @@ pub struct ServeArgs {
     pub shutdown_grace_seconds: u64,
 }
 
+/// Arguments of `bench`.
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// Blocks of the generated cluster (nodes = blocks × racks × hosts).
+    #[arg(long, default_value_t = 5)]
+    pub blocks: u32,
+    /// Racks per block.
+    #[arg(long, default_value_t = 25)]
+    pub racks: u32,
+    /// Hosts per rack.
+    #[arg(long, default_value_t = 40)]
+    pub hosts: u32,
+    /// Node names per extender request; default: kube-scheduler's own sample for the
+    /// cluster's size (500 of 5,000 nodes, 750 of 15,000, 2,500 of 50,000).
+    #[arg(long, value_name = "N")]
+    pub names: Option<usize>,
+    /// Measured requests per call shape.
+    #[arg(long, default_value_t = 2000)]
+    pub samples: usize,
+    /// Requests per call shape sent first and not measured.
+    #[arg(long, default_value_t = 200)]
+    pub warmup: usize,
+    /// Send the same bodies to a floor server (parses and answers, decides nothing) in the
+    /// same run and print the ratio.
+    #[arg(long)]
+    pub compare_floor: bool,
+    /// Pods of the replayed scheduling cycle (filter → prioritize → bind; gangs of 8, 32 and
+    /// 128 pods and a quarter lone pods); 0 skips it.
+    #[arg(long, default_value_t = 2000)]
+    pub replay_pods: usize,
+    /// Connections of the concurrent `/mutate` run; 0 skips it.
+    #[arg(long, default_value_t = 8)]
+    pub concurrency: usize,
+}
+
 /// Arguments of `certs`.
 #[derive(Debug, clap::Args)]
 pub struct CertsArgs {
@@ -285,6 +325,31 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Simulate(args) => run_simulate(args),
         Command::Serve(args) => run_serve(*args),
         Command::Certs(args) => run_certs(args),
+        Command::Bench(args) => run_bench(&args),
+    }
+}
+
+fn run_bench(args: &BenchArgs) -> ExitCode {
+    let config = crate::bench::BenchConfig {
+        blocks: args.blocks,
+        racks: args.racks,
+        hosts: args.hosts,
+        names: args.names,
+        samples: args.samples.max(1),
+        warmup: args.warmup,
+        compare_floor: args.compare_floor,
+        replay_pods: args.replay_pods,
+        mutate_concurrency: args.concurrency,
+    };
+    match crate::bench::run(&config) {
+        Ok(report) => {
+            print!("{}", crate::bench::render(&report));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("kube-tas bench: {e:#}");
+            ExitCode::from(1)
+        }
     }
 }
 

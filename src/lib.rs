@@ -7,10 +7,12 @@
 //! groups; `extender` answers kube-scheduler over them; `server` is the HTTP side of
 //! `kube-tas serve` (routes, TLS, probes, metrics, shutdown); `simulate` is the what-if loop
 //! behind `kube-tas simulate`; `certs` makes the development CA and serving certificate of
-//! `kube-tas certs` and writes the caBundle into configuration files; `cli` is the command line.
+//! `kube-tas certs` and writes the caBundle into configuration files; `bench` measures `serve`
+//! in process as kube-scheduler calls it (`kube-tas bench`); `cli` is the command line.
 #![forbid(unsafe_code)]
 
 pub mod admission;
+pub mod bench;
 pub mod certs;
 pub mod cli;
 pub mod cluster;

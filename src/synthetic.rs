@@ -230,6 +230,7 @@ status:
   allocatable:
     cpu: '{cpu}'
     memory: {memory}Gi
+    ephemeral-storage: 100Gi
 ",
             cpu = self.cpu_per_node,
             memory = self.memory_gi,

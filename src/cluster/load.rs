@@ -154,6 +154,19 @@ pub fn load_paths(paths: &[impl AsRef<Path>]) -> Result<Cluster, LoadError> {
     loader.finish()
 }
 
+/// Loads a cluster from manifests already in memory, as if read from a file at `path` (the
+/// name in messages; `*.json` reads a JSON stream, anything else YAML).
+pub fn load_text(path: &Path, text: &str) -> Result<Cluster, LoadError> {
+    let mut loader = Loader::default();
+    loader.load_str(path, text)?;
+    if loader.seq == 0 {
+        return Err(LoadError::Empty {
+            paths: path.display().to_string(),
+        });
+    }
+    loader.finish()
+}
+
 /// Adds `path` (a file) or the manifests below it (a folder, sorted) to `out`.
 fn collect_files(
     path: &Path,
@@ -455,7 +468,11 @@ impl Loader {
             path: path.to_path_buf(),
             source,
         })?;
-        for (document, value) in parse_documents(path, &text)? {
+        self.load_str(path, &text)
+    }
+
+    fn load_str(&mut self, path: &Path, text: &str) -> Result<(), LoadError> {
+        for (document, value) in parse_documents(path, text)? {
             let at = Source {
                 path: path.to_path_buf(),
                 document,

@@ -485,7 +485,8 @@ pub async fn start(config: &ServeConfig, extender: Extender) -> anyhow::Result<R
     })
 }
 
-fn with_timeouts<Acc>(
+/// The HTTP/1 settings every listener of `serve` has (the header-read timeout).
+pub(crate) fn with_timeouts<Acc>(
     mut server: axum_server::Server<SocketAddr, Acc>,
 ) -> axum_server::Server<SocketAddr, Acc> {
     server

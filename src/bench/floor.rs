@@ -1,0 +1,95 @@
+//! The floor `kube-tas bench` compares against (performance.md §6): a minimal axum server on
+//! the same runtime that reads the same bodies the cheapest correct way and decides nothing.
+//!
+//! * `filter` and `prioritize`: the Pod kept as unparsed raw JSON, the names borrowed from the
+//!   body and each looked up in a set of the cluster's node names; the answer passes (or
+//!   scores) the first 16 known names;
+//! * `/mutate`: the review read as untyped JSON (the object included), answered `allowed` with
+//!   a fixed one-operation JSON Patch and the request's `uid`.
+//!
+//! Whatever kube-tas costs above this is what its decisions cost.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+/// How many names the floor passes or scores.
+pub const ANSWERED_NAMES: usize = 16;
+
+#[derive(Deserialize)]
+struct Args<'a> {
+    #[serde(rename = "Pod", borrow)]
+    _pod: &'a RawValue,
+    #[serde(rename = "NodeNames", borrow, default)]
+    node_names: Option<Vec<&'a str>>,
+}
+
+/// The floor's routes: `/scheduler/filter`, `/scheduler/prioritize` and `/mutate`.
+pub fn router(node_names: impl IntoIterator<Item = String>) -> Router {
+    let names: Arc<HashSet<String>> = Arc::new(node_names.into_iter().collect());
+    Router::new()
+        .route("/scheduler/filter", post(filter))
+        .route("/scheduler/prioritize", post(prioritize))
+        .route("/mutate", post(mutate))
+        .with_state(names)
+}
+
+fn known<'a>(names: &HashSet<String>, args: &Args<'a>) -> Vec<&'a str> {
+    args.node_names
+        .iter()
+        .flatten()
+        .copied()
+        .filter(|n| names.contains(*n))
+        .take(ANSWERED_NAMES)
+        .collect()
+}
+
+async fn filter(State(names): State<Arc<HashSet<String>>>, body: Bytes) -> Response {
+    let Ok(args) = serde_json::from_slice::<Args>(&body) else {
+        return StatusCode::BAD_REQUEST.into_response();
+    };
+    let pass = known(&names, &args);
+    json(&serde_json::json!({
+        "Nodes": null, "NodeNames": pass, "FailedNodes": {},
+        "FailedAndUnresolvableNodes": {}, "Error": ""
+    }))
+}
+
+async fn prioritize(State(names): State<Arc<HashSet<String>>>, body: Bytes) -> Response {
+    let Ok(args) = serde_json::from_slice::<Args>(&body) else {
+        return StatusCode::BAD_REQUEST.into_response();
+    };
+    let hosts: Vec<serde_json::Value> = known(&names, &args)
+        .into_iter()
+        .map(|h| serde_json::json!({"Host": h, "Score": 10}))
+        .collect();
+    json(&hosts)
+}
+
+async fn mutate(body: Bytes) -> Response {
+    let Ok(review) = serde_json::from_slice::<serde_json::Value>(&body) else {
+        return StatusCode::BAD_REQUEST.into_response();
+    };
+    // `[{"op":"add","path":"/metadata/labels/kube-tas.io~1floor","value":"1"}]`, base64.
+    let patch = "W3sib3AiOiJhZGQiLCJwYXRoIjoiL21ldGFkYXRhL2xhYmVscy9rdWJlLXRhcy5pb34xZmxvb3IiLCJ2YWx1ZSI6IjEifV0=";
+    json(&serde_json::json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "response": {"uid": review["request"]["uid"], "allowed": true,
+                     "patchType": "JSONPatch", "patch": patch}
+    }))
+}
+
+fn json<T: serde::Serialize>(value: &T) -> Response {
+    match serde_json::to_vec(value) {
+        Ok(bytes) => ([(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}

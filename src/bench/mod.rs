@@ -1,0 +1,947 @@
+//! `kube-tas bench`: `serve` started in process on loopback over a generated cluster, driven
+//! as kube-scheduler and kube-apiserver drive it, with the round-trip latency of every call
+//! shape reported as p50 / p99 / p99.9 (performance.md G1-G4, G9).
+//!
+//! * **Call shapes**, one keep-alive connection, one request at a time (kube-scheduler calls
+//!   the extender for one pod at a time): `filter` for a lone pod, for a gang pod whose seat is
+//!   in the sample and one whose seat is not, and with every node's name; `prioritize` for a
+//!   gang pod; `/mutate` for a Job's pod. Names per request default to kube-scheduler's own
+//!   sample (`percentageOfNodesToScore` adaptive: 500 of 5,000 nodes), a window that rotates
+//!   as its `nextStartNodeIndex` does.
+//! * **`--compare-floor`**: the same bodies, in the same run, against [`floor`] (a server
+//!   that only parses and answers), interleaved in chunks so that machine noise falls on
+//!   both; the ratio is printed per row.
+//! * **Replay**: the scheduling cycle per pod (filter → prioritize when more than one node
+//!   passes → bind to the best score), for gangs of mixed sizes and lone pods; a pod nothing
+//!   passes for goes back to the queue. Reports each verb's latency and pods bound per second.
+//! * **`/mutate` at concurrency 8**: requests per second and latency, against the floor too.
+//!
+//! Every kube-tas answer is checked (a gang pod gets exactly its seat, a lone pod some node,
+//! a review `allowed` with its `uid`); a wrong answer stops the bench with an error, so the
+//! numbers are always for correct work. Progress goes to stderr, the report to stdout.
+//! Timings are round trip: from handing the request to the client until the whole answer is
+//! read; bodies are built before the clock starts.
+
+pub mod floor;
+pub mod requests;
+pub mod stats;
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use axum::body::Bytes;
+use http_body_util::{BodyExt as _, Full};
+use hyper::{Method, Request, StatusCode};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde_json::Value;
+
+use crate::extender::Extender;
+use crate::keys::PODSET_REQUIRED_TOPOLOGY;
+use crate::server::ServeConfig;
+use crate::synthetic::{RACK_LABEL, SyntheticCluster, job_yaml};
+use crate::topology::FeatureGates;
+use requests::JobInfo;
+use stats::{Samples, Summary};
+
+/// Requests per target before switching to the other one (with `--compare-floor`).
+const CHUNK: usize = 50;
+/// Pods of the Job whose pods the gang rows send.
+const GANG_PODS: u32 = 256;
+/// Gang sizes of the replay, in turn.
+const REPLAY_GANGS: [u32; 3] = [8, 32, 128];
+/// A replayed pod nothing passes for is tried at most this often.
+const MAX_ATTEMPTS: usize = 400;
+/// Bodies kept per row at most (they cycle); fewer when they are large.
+const MAX_BODIES: usize = 256;
+const BODY_BUDGET_BYTES: usize = 64 << 20;
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct BenchConfig {
+    /// Blocks of the generated cluster.
+    pub blocks: u32,
+    /// Racks per block.
+    pub racks: u32,
+    /// Hosts per rack.
+    pub hosts: u32,
+    /// Names per request; `None`: kube-scheduler's default sample for the cluster's size.
+    pub names: Option<usize>,
+    /// Measured requests per row.
+    pub samples: usize,
+    /// Requests per row sent first and not measured.
+    pub warmup: usize,
+    /// Measure the floor server too and print the ratios.
+    pub compare_floor: bool,
+    /// Pods the replay schedules (0: no replay).
+    pub replay_pods: usize,
+    /// Connections of the concurrent `/mutate` row (0: no such row).
+    pub mutate_concurrency: usize,
+}
+
+impl Default for BenchConfig {
+    /// 5,000 nodes, the default sample, 2,000 samples per row, the floor compared.
+    fn default() -> Self {
+        Self {
+            blocks: 5,
+            racks: 25,
+            hosts: 40,
+            names: None,
+            samples: 2000,
+            warmup: 200,
+            compare_floor: true,
+            replay_pods: 2000,
+            mutate_concurrency: 8,
+        }
+    }
+}
+
+/// One measured row: kube-tas, and the floor on the same bodies when compared.
+#[derive(Debug, Clone)]
+pub struct Row {
+    /// What was sent.
+    pub call: String,
+    /// Mean request size in bytes.
+    pub request_bytes: usize,
+    /// kube-tas's latencies.
+    pub kube_tas: Summary,
+    /// The floor's latencies.
+    pub floor: Option<Summary>,
+}
+
+/// The replay's outcome.
+#[derive(Debug, Clone)]
+pub struct Replay {
+    /// Latency per verb: filter, prioritize, bind.
+    pub verbs: Vec<(&'static str, Summary)>,
+    /// Pods bound.
+    pub bound: usize,
+    /// Pods given up on after [`MAX_ATTEMPTS`] filters.
+    pub unplaced: usize,
+    /// Filter calls in all.
+    pub filters: usize,
+    /// Wall time of the replay.
+    pub wall: Duration,
+}
+
+/// A concurrent `/mutate` run.
+#[derive(Debug, Clone)]
+pub struct Concurrent {
+    /// Connections.
+    pub connections: usize,
+    /// kube-tas: requests per second and latencies.
+    pub kube_tas: (f64, Summary),
+    /// The floor, when compared.
+    pub floor: Option<(f64, Summary)>,
+}
+
+/// Everything one run measured.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// Nodes of the generated cluster.
+    pub nodes: usize,
+    /// Names per extender request.
+    pub names: usize,
+    /// The call-shape rows.
+    pub rows: Vec<Row>,
+    /// The replay, if run.
+    pub replay: Option<Replay>,
+    /// `/mutate` at concurrency, if run.
+    pub concurrent: Option<Concurrent>,
+}
+
+/// Runs the bench (blocking: it owns its runtimes) and returns what it measured.
+pub fn run(config: &BenchConfig) -> anyhow::Result<Report> {
+    let shape = SyntheticCluster {
+        blocks: config.blocks,
+        racks_per_block: config.racks,
+        hosts_per_rack: config.hosts,
+        cpu_per_node: 32,
+        memory_gi: 256,
+        ..SyntheticCluster::default()
+    };
+    let node_count = usize::try_from(shape.node_count()).context("too many nodes")?;
+    if node_count == 0 {
+        bail!("the cluster has no node: --blocks, --racks and --hosts must be at least 1");
+    }
+    let started = Instant::now();
+    let mut yaml = shape.to_yaml();
+    yaml.push_str(&job_yaml(
+        "gang",
+        GANG_PODS,
+        1000,
+        PODSET_REQUIRED_TOPOLOGY,
+        RACK_LABEL,
+    ));
+    let replay_jobs = replay_job_sizes(config.replay_pods);
+    for (i, size) in replay_jobs.iter().enumerate() {
+        let name = format!("replay-{i}");
+        yaml.push_str(&job_yaml(
+            &name,
+            *size,
+            1000,
+            PODSET_REQUIRED_TOPOLOGY,
+            RACK_LABEL,
+        ));
+    }
+    let cluster = crate::cluster::load_text(std::path::Path::new("generated.yaml"), &yaml)
+        .context("the generated cluster does not load")?;
+    let jobs = job_infos(&yaml)?;
+    eprintln!(
+        "bench: {node_count} nodes and {} Jobs generated and loaded in {:.1?}",
+        jobs.len(),
+        started.elapsed()
+    );
+    let names: Vec<String> = cluster.nodes.iter().map(|n| n.name.clone()).collect();
+    let extender =
+        Extender::over_cluster(&cluster, FeatureGates::default(), Duration::from_secs(3600));
+    drop(cluster);
+    let servers = Servers::start(extender, names.clone())?;
+
+    let client_rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let result = client_rt.block_on(measure(config, &servers, &names, &jobs));
+    servers.stop();
+    result
+}
+
+/// `count` replay pods as gangs of [`REPLAY_GANGS`] sizes; a quarter of `count` is left to
+/// lone pods.
+fn replay_job_sizes(count: usize) -> Vec<u32> {
+    let mut left = count - count / 4;
+    let mut sizes = Vec::new();
+    for size in REPLAY_GANGS.iter().cycle() {
+        if left == 0 {
+            break;
+        }
+        let size = (*size as usize).min(left);
+        sizes.push(size as u32);
+        left -= size;
+    }
+    sizes
+}
+
+fn job_infos(yaml: &str) -> anyhow::Result<Vec<JobInfo>> {
+    let docs: Vec<Value> = serde_saphyr::from_multiple(yaml).context("the generated YAML")?;
+    Ok(docs
+        .iter()
+        .filter(|d| d["kind"] == "Job")
+        .map(requests::job_info)
+        .collect())
+}
+
+/// kube-tas and the floor, serving on one runtime of their own (two workers, as `serve`).
+struct Servers {
+    kube_tas: SocketAddr,
+    floor: SocketAddr,
+    stop: tokio::sync::oneshot::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Servers {
+    fn start(extender: Extender, names: Vec<String>) -> anyhow::Result<Self> {
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let rt = match tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(anyhow::Error::new(e)));
+                    return;
+                }
+            };
+            rt.block_on(async move {
+                let started = async {
+                    let config = ServeConfig {
+                        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+                        admin_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+                        ..ServeConfig::default()
+                    };
+                    let server = crate::server::start(&config, extender).await?;
+                    server.readiness().mark_ready();
+                    let floor = std::net::TcpListener::bind(("127.0.0.1", 0))?;
+                    let floor_addr = floor.local_addr()?;
+                    let floor_server = crate::server::with_timeouts(axum_server::from_tcp(floor)?);
+                    tokio::spawn(floor_server.serve(floor::router(names).into_make_service()));
+                    anyhow::Ok((server, floor_addr))
+                };
+                match started.await {
+                    Ok((server, floor_addr)) => {
+                        let _ = ready_tx.send(Ok((server.main_addr(), floor_addr)));
+                        let _ = stop_rx.await;
+                        drop(server);
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                    }
+                }
+            });
+        });
+        let (kube_tas, floor) = ready_rx
+            .recv()
+            .context("the server thread stopped before it listened")??;
+        Ok(Self {
+            kube_tas,
+            floor,
+            stop,
+            thread,
+        })
+    }
+
+    fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.thread.join();
+    }
+}
+
+type HttpClient = Client<HttpConnector, Full<Bytes>>;
+
+fn client(connections: usize) -> HttpClient {
+    let mut connector = HttpConnector::new();
+    // Go's net/http sets TCP_NODELAY too; without it small bodies wait for delayed ACKs.
+    connector.set_nodelay(true);
+    Client::builder(TokioExecutor::new())
+        .pool_max_idle_per_host(connections)
+        .build(connector)
+}
+
+/// One POST; its round-trip time and answer.
+async fn post(
+    client: &HttpClient,
+    addr: SocketAddr,
+    path: &str,
+    body: Bytes,
+) -> anyhow::Result<(Duration, Bytes)> {
+    let request = Request::builder()
+        .method(Method::POST)
+        .uri(format!("http://{addr}{path}"))
+        .header(hyper::header::CONTENT_TYPE, "application/json")
+        .body(Full::new(body))?;
+    let started = Instant::now();
+    let response = client.request(request).await?;
+    let status = response.status();
+    let answer = response.into_body().collect().await?.to_bytes();
+    let elapsed = started.elapsed();
+    if status != StatusCode::OK {
+        bail!(
+            "{path}: HTTP {status}: {}",
+            String::from_utf8_lossy(&answer[..answer.len().min(300)])
+        );
+    }
+    Ok((elapsed, answer))
+}
+
+/// What a kube-tas answer must be for a row's sample to count.
+#[derive(Clone)]
+enum Expect {
+    /// Filter passes exactly this node.
+    Seat(String),
+    /// Filter passes nothing.
+    NoNode,
+    /// Filter passes at least one node.
+    SomeNode,
+    /// Prioritize gives this node the top score.
+    Favoured(String),
+    /// An allowed review echoing this uid.
+    Allowed(String),
+}
+
+impl Expect {
+    fn check(&self, answer: &[u8]) -> anyhow::Result<()> {
+        let value: Value = serde_json::from_slice(answer).context("the answer is not JSON")?;
+        let passing = || -> Vec<&str> {
+            value["NodeNames"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect()
+        };
+        let ok = match self {
+            Expect::Seat(node) => value["Error"] == "" && passing() == [node.as_str()],
+            Expect::NoNode => value["Error"] == "" && passing().is_empty(),
+            Expect::SomeNode => value["Error"] == "" && !passing().is_empty(),
+            Expect::Favoured(node) => best_host(&value) == Some(node.as_str()),
+            Expect::Allowed(uid) => {
+                value["response"]["allowed"] == true && value["response"]["uid"] == uid.as_str()
+            }
+        };
+        if !ok {
+            let text = String::from_utf8_lossy(&answer[..answer.len().min(400)]);
+            bail!("kube-tas answered {text}, which is not what the request needs");
+        }
+        Ok(())
+    }
+}
+
+/// The host with the highest score (the first of equals) of a prioritize answer.
+fn best_host(value: &Value) -> Option<&str> {
+    let mut best: Option<(&str, i64)> = None;
+    for h in value.as_array()? {
+        let (Some(host), Some(score)) = (h["Host"].as_str(), h["Score"].as_i64()) else {
+            continue;
+        };
+        if best.is_none_or(|(_, s)| score > s) {
+            best = Some((host, score));
+        }
+    }
+    best.map(|(h, _)| h)
+}
+
+/// A gang row: what it is called, its route, the answer for a seat, the seat sampled.
+type GangRow = (&'static str, &'static str, fn(&str) -> Expect, bool);
+
+/// The bodies of one row, cycled, and what each answer must be.
+struct RowBodies {
+    call: String,
+    path: &'static str,
+    bodies: Vec<(Bytes, Expect)>,
+}
+
+async fn measure(
+    config: &BenchConfig,
+    servers: &Servers,
+    names: &[String],
+    jobs: &[JobInfo],
+) -> anyhow::Result<Report> {
+    let per_request = config
+        .names
+        .unwrap_or_else(|| requests::sample_size(names.len()))
+        .clamp(1, names.len());
+    let quoted: Vec<String> = names
+        .iter()
+        .map(|n| Value::from(n.as_str()).to_string())
+        .collect();
+    let http = client(config.mutate_concurrency.max(1));
+    let gang = jobs
+        .iter()
+        .find(|j| j.name == "gang")
+        .context("the generated gang Job")?;
+
+    // Each gang pod's seat: the first filter with every name makes the plan.
+    eprintln!("bench: planning the {GANG_PODS}-pod gang");
+    let all_names = quoted.join(",");
+    let mut seats = Vec::with_capacity(gang.count);
+    for index in 0..gang.count {
+        let pod = requests::gang_pod(gang, index);
+        let body = requests::request_body(&pod, &all_names);
+        let (_, answer) = post(&http, servers.kube_tas, "/scheduler/filter", body).await?;
+        let value: Value = serde_json::from_slice(&answer)?;
+        let seat = match value["NodeNames"].as_array().map(Vec::as_slice) {
+            Some([Value::String(seat)]) => seat.clone(),
+            _ => bail!(
+                "the gang pod {index} got no single seat: {}",
+                String::from_utf8_lossy(&answer[..answer.len().min(400)])
+            ),
+        };
+        seats.push(seat);
+    }
+
+    let k = per_request;
+    let mut rows_bodies = Vec::new();
+    let lone = (0..pool_size(k))
+        .map(|i| {
+            let pod = requests::lone_pod(i);
+            (window_body(&pod, &quoted, k, i, None), Expect::SomeNode)
+        })
+        .collect();
+    rows_bodies.push(RowBodies {
+        call: format!("filter, lone pod, {k} names"),
+        path: "/scheduler/filter",
+        bodies: lone,
+    });
+    let gang_rows: [GangRow; 3] = [
+        (
+            "filter, gang pod, seat sampled",
+            "/scheduler/filter",
+            |s| Expect::Seat(s.to_string()),
+            true,
+        ),
+        (
+            "filter, gang pod, seat not sampled",
+            "/scheduler/filter",
+            |_| Expect::NoNode,
+            false,
+        ),
+        (
+            "prioritize, gang pod",
+            "/scheduler/prioritize",
+            |s| Expect::Favoured(s.to_string()),
+            true,
+        ),
+    ];
+    for (call, path, expect, with_seat) in gang_rows {
+        let bodies = (0..pool_size(k).min(gang.count))
+            .map(|i| {
+                let pod = requests::gang_pod(gang, i);
+                let seat = (seats[i].as_str(), with_seat);
+                (
+                    window_body(&pod, &quoted, k, i, Some(seat)),
+                    expect(&seats[i]),
+                )
+            })
+            .collect();
+        rows_bodies.push(RowBodies {
+            call: format!("{call}, {k} names"),
+            path,
+            bodies,
+        });
+    }
+    if k < names.len() {
+        let bodies = (0..pool_size(names.len()).min(gang.count))
+            .map(|i| {
+                let pod = requests::gang_pod(gang, i);
+                let body = requests::request_body(&pod, &all_names);
+                (body, Expect::Seat(seats[i].clone()))
+            })
+            .collect();
+        rows_bodies.push(RowBodies {
+            call: format!("filter, gang pod, all {} names", names.len()),
+            path: "/scheduler/filter",
+            bodies,
+        });
+    }
+    let user = requests::creator(true);
+    let reviews: Vec<(Bytes, Expect)> = (0..gang.count.min(MAX_BODIES))
+        .map(|i| {
+            let uid = requests::fake_uid(&format!("review/{i}"));
+            let object = requests::job_pod_object(gang, i);
+            (
+                requests::review_body(&uid, &object, &user),
+                Expect::Allowed(uid),
+            )
+        })
+        .collect();
+    rows_bodies.push(RowBodies {
+        call: "/mutate, Job pod".to_string(),
+        path: "/mutate",
+        bodies: reviews.clone(),
+    });
+
+    let mut rows = Vec::new();
+    for row in &rows_bodies {
+        eprintln!("bench: {}", row.call);
+        rows.push(measure_row(config, servers, &http, row).await?);
+    }
+    let concurrent = if config.mutate_concurrency > 0 {
+        eprintln!(
+            "bench: /mutate at concurrency {}",
+            config.mutate_concurrency
+        );
+        Some(measure_concurrent(config, servers, &http, &reviews).await?)
+    } else {
+        None
+    };
+    let replay = if config.replay_pods > 0 {
+        eprintln!("bench: replaying {} pods", config.replay_pods);
+        Some(replay(config, servers, &http, &quoted, k, jobs).await?)
+    } else {
+        None
+    };
+    Ok(Report {
+        nodes: names.len(),
+        names: k,
+        rows,
+        replay,
+        concurrent,
+    })
+}
+
+/// Bodies kept for a row whose requests carry `names` names.
+fn pool_size(names: usize) -> usize {
+    (BODY_BUDGET_BYTES / (6_000 + names * 40)).clamp(8, MAX_BODIES)
+}
+
+/// A filter/prioritize body for `pod` with the `i`-th window of `k` names; with a seat, the
+/// window made to hold it (`true`) or to leave it out (`false`).
+fn window_body(
+    pod: &Value,
+    quoted: &[String],
+    k: usize,
+    i: usize,
+    seat: Option<(&str, bool)>,
+) -> Bytes {
+    let n = quoted.len();
+    let start = if k >= n { 0 } else { (i * k) % n };
+    let mut window: Vec<&str> = (0..k.min(n))
+        .map(|j| quoted[(start + j) % n].as_str())
+        .collect();
+    if let Some((seat, wanted)) = seat {
+        let seat_quoted = Value::from(seat).to_string();
+        let position = window.iter().position(|q| *q == seat_quoted);
+        match (wanted, position) {
+            (true, None) => {
+                let at = (i * 7919) % window.len();
+                window[at] = quoted
+                    .iter()
+                    .find(|q| **q == seat_quoted)
+                    .map_or("", String::as_str);
+            }
+            (false, Some(at)) => {
+                // The next name after the window stands in for the seat.
+                window[at] = quoted[(start + k) % n].as_str();
+            }
+            _ => {}
+        }
+    }
+    requests::request_body(pod, &window.join(","))
+}
+
+async fn measure_row(
+    config: &BenchConfig,
+    servers: &Servers,
+    http: &HttpClient,
+    row: &RowBodies,
+) -> anyhow::Result<Row> {
+    let total = config.warmup + config.samples;
+    let mut ours = Samples::with_capacity(config.samples);
+    let mut floor = Samples::with_capacity(config.samples);
+    let mut sent = 0;
+    let mut bytes = 0usize;
+    while sent < total {
+        let chunk = CHUNK.min(total - sent);
+        for target in [
+            Some(servers.kube_tas),
+            config.compare_floor.then_some(servers.floor),
+        ] {
+            let Some(addr) = target else { continue };
+            for j in sent..sent + chunk {
+                let (body, expect) = &row.bodies[j % row.bodies.len()];
+                let (took, answer) = post(http, addr, row.path, body.clone()).await?;
+                if addr == servers.kube_tas {
+                    expect
+                        .check(&answer)
+                        .with_context(|| format!("{}: request {j}", row.call))?;
+                }
+                if j >= config.warmup {
+                    if addr == servers.kube_tas {
+                        ours.push(took);
+                        bytes += body.len();
+                    } else {
+                        floor.push(took);
+                    }
+                }
+            }
+        }
+        sent += chunk;
+    }
+    Ok(Row {
+        call: row.call.clone(),
+        request_bytes: bytes / ours.len().max(1),
+        kube_tas: ours.summary(),
+        floor: config.compare_floor.then(|| floor.summary()),
+    })
+}
+
+async fn measure_concurrent(
+    config: &BenchConfig,
+    servers: &Servers,
+    http: &HttpClient,
+    reviews: &[(Bytes, Expect)],
+) -> anyhow::Result<Concurrent> {
+    let connections = config.mutate_concurrency;
+    let mut runs = Vec::new();
+    for target in [
+        Some(servers.kube_tas),
+        config.compare_floor.then_some(servers.floor),
+    ] {
+        let Some(addr) = target else {
+            runs.push(None);
+            continue;
+        };
+        let per_connection = (config.samples / connections).max(1);
+        let started = Instant::now();
+        let tasks: Vec<_> = (0..connections)
+            .map(|c| {
+                let http = http.clone();
+                let reviews = reviews.to_vec();
+                let check = addr == servers.kube_tas;
+                async move {
+                    let mut samples = Samples::with_capacity(per_connection);
+                    for j in 0..per_connection {
+                        let (body, expect) = &reviews[(c * per_connection + j) % reviews.len()];
+                        let (took, answer) = post(&http, addr, "/mutate", body.clone()).await?;
+                        if check {
+                            expect.check(&answer)?;
+                        }
+                        samples.push(took);
+                    }
+                    anyhow::Ok(samples)
+                }
+            })
+            .collect();
+        let mut all = Samples::with_capacity(per_connection * connections);
+        for samples in futures::future::join_all(tasks).await {
+            all.extend(&samples?);
+        }
+        let rate = all.len() as f64 / started.elapsed().as_secs_f64().max(1e-9);
+        runs.push(Some((rate, all.summary())));
+    }
+    let floor = runs.pop().flatten();
+    let kube_tas = runs.pop().flatten().context("the kube-tas run")?;
+    Ok(Concurrent {
+        connections,
+        kube_tas,
+        floor,
+    })
+}
+
+/// A pod of the replay: its JSON, and how often filter has seen it.
+struct Queued {
+    pod: Value,
+    attempts: usize,
+}
+
+async fn replay(
+    config: &BenchConfig,
+    servers: &Servers,
+    http: &HttpClient,
+    quoted: &[String],
+    k: usize,
+    jobs: &[JobInfo],
+) -> anyhow::Result<Replay> {
+    let mut queue = std::collections::VecDeque::new();
+    let mut lone = 0usize;
+    for job in jobs.iter().filter(|j| j.name.starts_with("replay-")) {
+        for index in 0..job.count {
+            queue.push_back(Queued {
+                pod: requests::gang_pod(job, index),
+                attempts: 0,
+            });
+            // A lone pod after every third gang pod: a quarter of all.
+            if index % 3 == 2 && lone < config.replay_pods / 4 {
+                queue.push_back(Queued {
+                    pod: requests::lone_pod(1_000_000 + lone),
+                    attempts: 0,
+                });
+                lone += 1;
+            }
+        }
+    }
+    while lone < config.replay_pods / 4 {
+        queue.push_back(Queued {
+            pod: requests::lone_pod(1_000_000 + lone),
+            attempts: 0,
+        });
+        lone += 1;
+    }
+    let (mut filters, mut prioritizes, mut binds) =
+        (Samples::default(), Samples::default(), Samples::default());
+    let (mut bound, mut unplaced, mut cycle) = (0usize, 0usize, 0usize);
+    let started = Instant::now();
+    while let Some(mut queued) = queue.pop_front() {
+        let body = window_body(&queued.pod, quoted, k, cycle, None);
+        cycle += 1;
+        let (took, answer) = post(http, servers.kube_tas, "/scheduler/filter", body).await?;
+        filters.push(took);
+        let value: Value = serde_json::from_slice(&answer)?;
+        if value["Error"] != "" {
+            bail!("replay filter: {}", value["Error"]);
+        }
+        let passing: Vec<String> = value["NodeNames"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|n| n.as_str().map(str::to_string))
+            .collect();
+        let node = match passing.as_slice() {
+            [] => {
+                queued.attempts += 1;
+                if queued.attempts >= MAX_ATTEMPTS {
+                    unplaced += 1;
+                } else {
+                    queue.push_back(queued);
+                }
+                continue;
+            }
+            [only] => only.clone(),
+            more => {
+                let names: Vec<String> = more
+                    .iter()
+                    .map(|n| Value::from(n.as_str()).to_string())
+                    .collect();
+                let body = requests::request_body(&queued.pod, &names.join(","));
+                let (took, answer) =
+                    post(http, servers.kube_tas, "/scheduler/prioritize", body).await?;
+                prioritizes.push(took);
+                let value: Value = serde_json::from_slice(&answer)?;
+                best_host(&value).unwrap_or(&more[0]).to_string()
+            }
+        };
+        let meta = &queued.pod["metadata"];
+        let body = serde_json::json!({
+            "PodName": meta["name"], "PodNamespace": meta["namespace"],
+            "PodUID": meta["uid"], "Node": node,
+        });
+        let (took, answer) = post(
+            http,
+            servers.kube_tas,
+            "/scheduler/bind",
+            Bytes::from(body.to_string()),
+        )
+        .await?;
+        binds.push(took);
+        let value: Value = serde_json::from_slice(&answer)?;
+        if value["Error"] != "" {
+            bail!("replay bind to {node}: {}", value["Error"]);
+        }
+        bound += 1;
+    }
+    Ok(Replay {
+        verbs: vec![
+            ("filter", filters.summary()),
+            ("prioritize", prioritizes.summary()),
+            ("bind", binds.summary()),
+        ],
+        bound,
+        unplaced,
+        filters: filters.len(),
+        wall: started.elapsed(),
+    })
+}
+
+/// The report as text: one line per row, ratios to the floor when measured.
+pub fn render(report: &Report) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "kube-tas bench: {} nodes, {} names per extender request; round trip over loopback, \
+         one request at a time; µs",
+        report.nodes, report.names
+    );
+    let _ = writeln!(
+        out,
+        "{:<44} {:>8} {:>22} {:>16} {:>13}",
+        "call", "bytes", "kube-tas p50/p99/p99.9", "floor p50/p99", "ratio p50/p99"
+    );
+    for row in &report.rows {
+        let k = &row.kube_tas;
+        let ours = format!("{:.0} / {:.0} / {:.0}", k.p50, k.p99, k.p999);
+        let (floor, ratio) = match &row.floor {
+            Some(f) => (
+                format!("{:.0} / {:.0}", f.p50, f.p99),
+                format!(
+                    "{:.2} / {:.2}",
+                    k.p50 / f.p50.max(1e-9),
+                    k.p99 / f.p99.max(1e-9)
+                ),
+            ),
+            None => ("-".to_string(), "-".to_string()),
+        };
+        let _ = writeln!(
+            out,
+            "{:<44} {:>8} {:>22} {:>16} {:>13}",
+            row.call, row.request_bytes, ours, floor, ratio
+        );
+    }
+    if let Some(c) = &report.concurrent {
+        let (rate, s) = &c.kube_tas;
+        let _ = write!(
+            out,
+            "/mutate at concurrency {}: kube-tas {rate:.0} req/s (p50 {:.0}, p99 {:.0})",
+            c.connections, s.p50, s.p99
+        );
+        match &c.floor {
+            Some((frate, f)) => {
+                let _ = writeln!(
+                    out,
+                    "; floor {frate:.0} req/s (p50 {:.0}, p99 {:.0}); ratio {:.2}",
+                    f.p50,
+                    f.p99,
+                    frate / rate.max(1e-9)
+                );
+            }
+            None => out.push('\n'),
+        }
+    }
+    if let Some(r) = &report.replay {
+        let _ = writeln!(
+            out,
+            "replay: {} pods bound ({} given up) in {:.2?}: {:.0} pods/s, {} filter calls \
+             ({:.1} per bound pod)",
+            r.bound,
+            r.unplaced,
+            r.wall,
+            r.bound as f64 / r.wall.as_secs_f64().max(1e-9),
+            r.filters,
+            r.filters as f64 / r.bound.max(1) as f64
+        );
+        for (verb, s) in &r.verbs {
+            let _ = writeln!(
+                out,
+                "  {verb:<11} {} calls: p50 {:.0} / p99 {:.0} / p99.9 {:.0}",
+                s.count, s.p50, s.p99, s.p999
+            );
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replay_sizes_cover_three_quarters() {
+        let sizes = replay_job_sizes(400);
+        assert_eq!(sizes.iter().sum::<u32>(), 300);
+        assert_eq!(&sizes[..3], &[8, 32, 128]);
+        assert!(replay_job_sizes(0).is_empty());
+    }
+
+    #[test]
+    fn windows_hold_or_leave_out_the_seat() {
+        let quoted: Vec<String> = (0..10).map(|i| format!("\"n{i}\"")).collect();
+        let pod = serde_json::json!({"metadata": {"name": "p"}});
+        let text = |b: Bytes| String::from_utf8(b.to_vec()).unwrap();
+        let with = text(window_body(&pod, &quoted, 3, 0, Some(("n7", true))));
+        assert!(with.contains("\"n7\""), "{with}");
+        assert_eq!(with.matches("\"n").count(), 3, "{with}");
+        let without = text(window_body(&pod, &quoted, 3, 2, Some(("n7", false))));
+        assert!(!without.contains("\"n7\""), "{without}");
+        assert!(without.contains("\"n9\""), "{without}");
+    }
+
+    #[test]
+    fn the_best_host_is_the_first_top_score() {
+        let v = serde_json::json!([{"Host": "a", "Score": 3}, {"Host": "b", "Score": 9},
+                                   {"Host": "c", "Score": 9}]);
+        assert_eq!(best_host(&v), Some("b"));
+        assert_eq!(best_host(&serde_json::json!([])), None);
+    }
+
+    #[test]
+    fn expectations_refuse_wrong_answers() {
+        let seat = Expect::Seat("n1".into());
+        assert!(seat.check(br#"{"NodeNames":["n1"],"Error":""}"#).is_ok());
+        assert!(seat.check(br#"{"NodeNames":["n2"],"Error":""}"#).is_err());
+        assert!(
+            Expect::NoNode
+                .check(br#"{"NodeNames":[],"Error":""}"#)
+                .is_ok()
+        );
+        assert!(
+            Expect::NoNode
+                .check(br#"{"NodeNames":[],"Error":"x"}"#)
+                .is_err()
+        );
+        let allowed = Expect::Allowed("u".into());
+        assert!(
+            allowed
+                .check(br#"{"response":{"uid":"u","allowed":true}}"#)
+                .is_ok()
+        );
+        assert!(
+            allowed
+                .check(br#"{"response":{"uid":"v","allowed":true}}"#)
+                .is_err()
+        );
+    }
+}
