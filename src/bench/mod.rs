@@ -168,18 +168,16 @@ pub fn run(config: &BenchConfig) -> anyhow::Result<Report> {
         bail!("the cluster has no node: --blocks, --racks and --hosts must be at least 1");
     }
     let started = Instant::now();
-    let mut yaml = shape.to_yaml();
-    yaml.push_str(&job_yaml(
+    let mut jobs_yaml = job_yaml(
         "gang",
         GANG_PODS,
         1000,
         PODSET_REQUIRED_TOPOLOGY,
         RACK_LABEL,
-    ));
-    let replay_jobs = replay_job_sizes(config.replay_pods);
-    for (i, size) in replay_jobs.iter().enumerate() {
+    );
+    for (i, size) in replay_job_sizes(config.replay_pods).iter().enumerate() {
         let name = format!("replay-{i}");
-        yaml.push_str(&job_yaml(
+        jobs_yaml.push_str(&job_yaml(
             &name,
             *size,
             1000,
@@ -187,15 +185,21 @@ pub fn run(config: &BenchConfig) -> anyhow::Result<Report> {
             RACK_LABEL,
         ));
     }
+    let yaml = shape.to_yaml() + &jobs_yaml;
     let cluster = crate::cluster::load_text(std::path::Path::new("generated.yaml"), &yaml)
         .context("the generated cluster does not load")?;
-    let jobs = job_infos(&yaml)?;
+    let jobs = job_infos(&jobs_yaml)?;
     eprintln!(
         "bench: {node_count} nodes and {} Jobs generated and loaded in {:.1?}",
         jobs.len(),
         started.elapsed()
     );
     let names: Vec<String> = cluster.nodes.iter().map(|n| n.name.clone()).collect();
+    let room: Room = cluster
+        .nodes
+        .iter()
+        .map(|n| (n.name.clone(), n.allocatable.clone()))
+        .collect();
     let extender =
         Extender::over_cluster(&cluster, FeatureGates::default(), Duration::from_secs(3600));
     drop(cluster);
@@ -204,7 +208,7 @@ pub fn run(config: &BenchConfig) -> anyhow::Result<Report> {
     let client_rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let result = client_rt.block_on(measure(config, &servers, &names, &jobs));
+    let result = client_rt.block_on(measure(config, &servers, &names, &jobs, room));
     servers.stop();
     result
 }
@@ -410,6 +414,7 @@ async fn measure(
     servers: &Servers,
     names: &[String],
     jobs: &[JobInfo],
+    room: Room,
 ) -> anyhow::Result<Report> {
     let per_request = config
         .names
@@ -541,7 +546,7 @@ async fn measure(
     };
     let replay = if config.replay_pods > 0 {
         eprintln!("bench: replaying {} pods", config.replay_pods);
-        Some(replay(config, servers, &http, &quoted, k, jobs).await?)
+        Some(replay(config, servers, &http, &quoted, k, jobs, room).await?)
     } else {
         None
     };
@@ -693,10 +698,61 @@ async fn measure_concurrent(
     })
 }
 
-/// A pod of the replay: its JSON, and how often filter has seen it.
+/// What each node has left, by name: kube-scheduler's own resource filter, as the replay runs
+/// it before calling the extender (the extender sees only nodes with room).
+type Room = std::collections::HashMap<String, crate::topology::ResourceList>;
+
+/// A pod of the replay: its JSON, what it requests (`pods` included), and how often filter
+/// has seen it.
 struct Queued {
     pod: Value,
+    requests: crate::topology::ResourceList,
     attempts: usize,
+}
+
+impl Queued {
+    fn new(pod: Value) -> anyhow::Result<Self> {
+        let spec: k8s_openapi::api::core::v1::PodSpec =
+            serde_json::from_value(pod["spec"].clone()).context("a generated pod's spec")?;
+        let mut requests = crate::cluster::pod_requests::pod_requests(&spec, "spec")
+            .map_err(|e| anyhow::anyhow!("a generated pod's requests: {e}"))?;
+        requests.insert(crate::topology::resources::PODS.to_string(), 1);
+        Ok(Self {
+            pod,
+            requests,
+            attempts: 0,
+        })
+    }
+
+    fn fits(&self, left: &crate::topology::ResourceList) -> bool {
+        self.requests
+            .iter()
+            .all(|(r, want)| *want == 0 || left.get(r).is_some_and(|have| have >= want))
+    }
+}
+
+/// The `i`-th window of `k` names among the nodes `pod` fits on, as kube-scheduler's
+/// `findNodesThatPassFilters` collects them from its rotating start index.
+fn fitting_window(
+    quoted: &[String],
+    names_room: (&[&str], &Room),
+    k: usize,
+    start: &mut usize,
+    pod: &Queued,
+) -> String {
+    let (names, room) = names_room;
+    let n = names.len();
+    let mut out = Vec::with_capacity(k);
+    let mut looked = 0;
+    while looked < n && out.len() < k {
+        let i = (*start + looked) % n;
+        looked += 1;
+        if room.get(names[i]).is_some_and(|left| pod.fits(left)) {
+            out.push(quoted[i].as_str());
+        }
+    }
+    *start = (*start + looked) % n;
+    out.join(",")
 }
 
 async fn replay(
@@ -706,39 +762,42 @@ async fn replay(
     quoted: &[String],
     k: usize,
     jobs: &[JobInfo],
+    mut room: Room,
 ) -> anyhow::Result<Replay> {
+    let names: Vec<String> = quoted
+        .iter()
+        .map(|q| serde_json::from_str::<String>(q).unwrap_or_default())
+        .collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let mut queue = std::collections::VecDeque::new();
     let mut lone = 0usize;
     for job in jobs.iter().filter(|j| j.name.starts_with("replay-")) {
         for index in 0..job.count {
-            queue.push_back(Queued {
-                pod: requests::gang_pod(job, index),
-                attempts: 0,
-            });
+            queue.push_back(Queued::new(requests::gang_pod(job, index))?);
             // A lone pod after every third gang pod: a quarter of all.
             if index % 3 == 2 && lone < config.replay_pods / 4 {
-                queue.push_back(Queued {
-                    pod: requests::lone_pod(1_000_000 + lone),
-                    attempts: 0,
-                });
+                queue.push_back(Queued::new(requests::lone_pod(1_000_000 + lone))?);
                 lone += 1;
             }
         }
     }
     while lone < config.replay_pods / 4 {
-        queue.push_back(Queued {
-            pod: requests::lone_pod(1_000_000 + lone),
-            attempts: 0,
-        });
+        queue.push_back(Queued::new(requests::lone_pod(1_000_000 + lone))?);
         lone += 1;
     }
     let (mut filters, mut prioritizes, mut binds) =
         (Samples::default(), Samples::default(), Samples::default());
-    let (mut bound, mut unplaced, mut cycle) = (0usize, 0usize, 0usize);
+    let (mut bound, mut unplaced, mut start) = (0usize, 0usize, 0usize);
     let started = Instant::now();
     while let Some(mut queued) = queue.pop_front() {
-        let body = window_body(&queued.pod, quoted, k, cycle, None);
-        cycle += 1;
+        let window = fitting_window(quoted, (&names, &room), k, &mut start, &queued);
+        if window.is_empty() {
+            bail!(
+                "replay: no node has room for {}",
+                queued.pod["metadata"]["name"]
+            );
+        }
+        let body = requests::request_body(&queued.pod, &window);
         let (took, answer) = post(http, servers.kube_tas, "/scheduler/filter", body).await?;
         filters.push(took);
         let value: Value = serde_json::from_slice(&answer)?;
@@ -791,6 +850,13 @@ async fn replay(
         let value: Value = serde_json::from_slice(&answer)?;
         if value["Error"] != "" {
             bail!("replay bind to {node}: {}", value["Error"]);
+        }
+        if let Some(left) = room.get_mut(&node) {
+            for (r, want) in &queued.requests {
+                if let Some(have) = left.get_mut(r) {
+                    *have -= want;
+                }
+            }
         }
         bound += 1;
     }
@@ -903,7 +969,11 @@ mod tests {
         let text = |b: Bytes| String::from_utf8(b.to_vec()).unwrap();
         let with = text(window_body(&pod, &quoted, 3, 0, Some(("n7", true))));
         assert!(with.contains("\"n7\""), "{with}");
-        assert_eq!(with.matches("\"n").count(), 3, "{with}");
+        assert_eq!(
+            with.matches("\"n").count() - 1,
+            3,
+            "{with}: three names and \"name\""
+        );
         let without = text(window_body(&pod, &quoted, 3, 2, Some(("n7", false))));
         assert!(!without.contains("\"n7\""), "{without}");
         assert!(without.contains("\"n9\""), "{without}");

@@ -40,7 +40,7 @@ impl Samples {
         self.durations.is_empty()
     }
 
-    /// The nearest-rank `p`-th percentile (0 < p ≤ 100) in µs; 0 without samples.
+    /// The nearest-rank `p`-th percentile (0 < p ≤ 100, to a tenth) in µs; 0 without samples.
     pub fn percentile_us(&mut self, p: f64) -> f64 {
         if self.durations.is_empty() {
             return 0.0;
@@ -50,8 +50,9 @@ impl Samples {
             self.sorted = true;
         }
         let n = self.durations.len();
-        let rank = ((p / 100.0) * n as f64).ceil() as usize;
-        self.durations[rank.clamp(1, n) - 1].as_secs_f64() * 1e6
+        // In tenths of a percent, exactly: 99.9 % of 1,000 is rank 999, not 1,000.
+        let rank = ((p * 10.0).round() as usize * n).div_ceil(1000);
+        self.durations[rank.clamp(1, n) - 1].as_nanos() as f64 / 1e3
     }
 
     /// p50, p99 and p99.9 in µs.

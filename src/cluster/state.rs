@@ -144,7 +144,8 @@ impl FlavorTopology {
 /// Everything kube-tas knows about the cluster (see the module documentation).
 #[derive(Debug, Default)]
 pub struct ClusterState {
-    node_ids: HashMap<String, NodeId>,
+    /// Looked up once per candidate name of every extender request: a fast hash.
+    node_ids: HashMap<String, NodeId, foldhash::fast::RandomState>,
     names: Vec<String>,
     /// By id; `None` for a name whose node is deleted. Shared with the trees built from them.
     nodes: Vec<Option<Arc<NodeInfo>>>,

@@ -51,25 +51,30 @@ pub fn routes(extender: Extender) -> Router {
         .with_state(extender)
 }
 
-// The service is blocking (a std `Mutex` around the plan book, milliseconds for a big gang),
-// and parsing/encoding a `nodeCacheCapable: false` body of several MB is too. Everything runs
-// in `spawn_blocking` rather than `block_in_place` because:
-// * `block_in_place` panics on a current-thread runtime (`#[tokio::test]`, `oneshot`), while
-//   `spawn_blocking` works on every runtime;
-// * a panic inside the service comes back as a `JoinError` we can answer in protocol form,
-//   instead of tearing down the connection task;
-// * the cost (a hand-off to the blocking pool, a few µs) is small next to the work.
+// The service is synchronous (a std `Mutex` around the plan book). A request of the usual
+// size (node-cache mode, up to about 6,000 names) is answered on the async worker: its work is
+// tens of microseconds, and a hop to the blocking pool and back would cost about as much
+// again. Larger bodies (`nodeCacheCapable: false` with full Node objects, or tens of
+// thousands of names) go to `spawn_blocking` so that a worker is never held for
+// milliseconds of parsing. Either way a panic inside the service is caught and answered in
+// protocol form instead of tearing down the connection. The first pod of a big gang makes
+// its plan on the worker too (milliseconds at 10,000 pods, once per gang).
+
+/// Bodies up to this size are answered on the async worker.
+const INLINE_BODY_BYTES: usize = 256 * 1024;
 
 #[tracing::instrument(name = "filter", skip_all, fields(pod = tracing::field::Empty))]
 async fn filter(State(extender): State<Extender>, body: Bytes) -> Response {
-    run_blocking("filter", move || match parse::<ExtenderArgsRef>(&body) {
-        Ok(args) => {
-            record_pod(&args);
-            json_ok(&extender.filter_ref(args))
-        }
-        Err(message) => {
-            warn_bad_request("filter", &message);
-            json_ok(&filter_error(&message))
+    run_service("filter", body.len(), move || {
+        match parse::<ExtenderArgsRef>(&body) {
+            Ok(args) => {
+                record_pod(&args);
+                json_ok(&extender.filter_ref(args))
+            }
+            Err(message) => {
+                warn_bad_request("filter", &message);
+                json_ok(&filter_error(&message))
+            }
         }
     })
     .await
@@ -78,7 +83,7 @@ async fn filter(State(extender): State<Extender>, body: Bytes) -> Response {
 
 #[tracing::instrument(name = "prioritize", skip_all, fields(pod = tracing::field::Empty))]
 async fn prioritize(State(extender): State<Extender>, body: Bytes) -> Response {
-    run_blocking("prioritize", move || {
+    run_service("prioritize", body.len(), move || {
         match parse::<ExtenderArgsRef>(&body) {
             Ok(args) => {
                 record_pod(&args);
@@ -113,19 +118,26 @@ async fn bind(State(extender): State<Extender>, body: Bytes) -> Response {
     }
 }
 
-/// Runs `work` on the blocking pool inside the current span; a panic becomes `Err(message)`.
-async fn run_blocking(
+/// Runs `work` here when the body is small, else on the blocking pool, inside the current
+/// span either way; a panic becomes `Err(message)`.
+async fn run_service(
     route: &'static str,
+    body_len: usize,
     work: impl FnOnce() -> Response + Send + 'static,
 ) -> Result<Response, String> {
+    let failed = |e: &dyn std::fmt::Display| {
+        tracing::error!(route, error = %e, "extender handler failed");
+        format!("internal error in kube-tas {route}; see its log")
+    };
+    if body_len <= INLINE_BODY_BYTES {
+        return std::panic::catch_unwind(std::panic::AssertUnwindSafe(work))
+            .map_err(|_| failed(&"panicked"));
+    }
     let span = tracing::Span::current();
     tokio::task::spawn_blocking(move || span.in_scope(work))
         .in_current_span()
         .await
-        .map_err(|e| {
-            tracing::error!(route, error = %e, "extender handler failed");
-            format!("internal error in kube-tas {route}; see its log")
-        })
+        .map_err(|e| failed(&e))
 }
 
 /// Parses a request body, or says what is wrong with it (type name, field path, position).

@@ -7,9 +7,12 @@
 //!
 //! Speed choice: when a pod's seat is among the candidates, the answer names only the passing
 //! node(s) and leaves the others out of `FailedNodes` (a reason per node would cost far more
-//! than the whole request, and the scheduler binds the pod at once). When nothing passes,
-//! every candidate is listed with its reason, so `kubectl describe pod` shows the full
-//! `0/N nodes are available: ...` tally.
+//! than the whole request, and the scheduler binds the pod at once). When the pod has a seat
+//! (or a node it is bound or pinned to) and it is not among the candidates, one summary entry
+//! says so and how many candidates it stands for (the scheduler drops the others without a
+//! reason; `kubectl describe pod` reads `0/N nodes are available: 1 node(s) outside ...`).
+//! When nothing passes for any other reason, every candidate is listed with it, so the
+//! `0/N nodes are available: ...` tally is complete.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -230,10 +233,31 @@ impl Extender {
         let mut result = ExtenderFilterResult::default();
         let pass = match verdict {
             FilterVerdict::Invalid(e) => return Err(e),
-            FilterVerdict::Only { pass, rejected } => {
-                if pass.is_empty() {
-                    for name in names {
-                        record(&mut result, name, &rejected);
+            FilterVerdict::Only {
+                pass,
+                rejected,
+                seat,
+            } => {
+                match (pass.is_empty(), seat, names.first()) {
+                    (false, _, _) | (true, _, None) => {}
+                    // One entry for all: a reason per node would cost more than the whole
+                    // request, and every candidate fails for the same one.
+                    (true, true, Some(first)) if names.len() > 1 => {
+                        let summary = Rejection {
+                            reason: format!(
+                                "{} ({} candidate node(s) turned down alike)",
+                                rejected.reason,
+                                names.len()
+                            )
+                            .into(),
+                            unresolvable: rejected.unresolvable,
+                        };
+                        record(&mut result, first, &summary);
+                    }
+                    (true, _, Some(_)) => {
+                        for name in names {
+                            record(&mut result, name, &rejected);
+                        }
                     }
                 }
                 pass

@@ -15,7 +15,7 @@ use crate::topology::resources::{PODS, add_pod_usage};
 /// Held capacity, summed per node.
 #[derive(Debug, Clone, Default)]
 pub struct HeldCapacity {
-    by_node: HashMap<NodeId, ResourceList>,
+    by_node: HashMap<NodeId, ResourceList, foldhash::fast::RandomState>,
     seats: u64,
 }
 

@@ -172,6 +172,10 @@ pub enum FilterVerdict {
         pass: Vec<usize>,
         /// Why every other candidate is turned down.
         rejected: Rejection,
+        /// The pod has its place (a seat, the node it is bound to, its predecessor's node):
+        /// the others are turned down only for not being it, so when none of them passes one
+        /// summary entry says so instead of one per candidate.
+        seat: bool,
     },
     /// Every candidate passes except these.
     Except {
@@ -563,6 +567,7 @@ impl PlanBook {
                 }
                 Ok(Route::Denied(d)) => {
                     return FilterVerdict::Only {
+                        seat: false,
                         pass: Vec::new(),
                         rejected: Rejection {
                             reason: format!(
@@ -576,6 +581,7 @@ impl PlanBook {
                 }
                 Ok(Route::Waiting(why)) => {
                     return FilterVerdict::Only {
+                        seat: false,
                         pass: Vec::new(),
                         rejected: Rejection {
                             reason: format!("node(s) wait: {why}").into(),
@@ -598,6 +604,7 @@ impl PlanBook {
                     );
                     if let Err(rejection) = planned {
                         return FilterVerdict::Only {
+                            seat: false,
                             pass: Vec::new(),
                             rejected: rejection,
                         };
@@ -1361,6 +1368,7 @@ impl PlanBook {
                 Ok(s) => s,
                 Err(rejection) => {
                     return FilterVerdict::Only {
+                        seat: false,
                         pass: Vec::new(),
                         rejected: rejection,
                     };
@@ -1382,6 +1390,7 @@ impl PlanBook {
             format!("node(s) outside {place} planned for {key}")
         };
         FilterVerdict::Only {
+            seat: true,
             pass,
             rejected: Rejection {
                 reason: reason.into(),
@@ -1772,6 +1781,7 @@ fn positions(candidates: &[&str], keep: impl Fn(&str) -> bool) -> Vec<usize> {
 /// Only the candidates named in `allowed` pass.
 fn only(candidates: &[&str], allowed: &[&str], reason: String) -> FilterVerdict {
     FilterVerdict::Only {
+        seat: true,
         pass: positions(candidates, |c| allowed.contains(&c)),
         rejected: Rejection {
             reason: reason.into(),

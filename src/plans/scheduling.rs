@@ -82,6 +82,7 @@ impl PlanBook {
             {
                 self.see(facts, key, now);
                 return FilterVerdict::Only {
+                    seat: false,
                     pass: Vec::new(),
                     rejected: rejection,
                 };
@@ -95,6 +96,7 @@ impl PlanBook {
                 .unwrap_or_else(|| format!("{} has no room left for it", facts.group));
             // Others' pods may give the room back: not unresolvable.
             return FilterVerdict::Only {
+                seat: false,
                 pass: Vec::new(),
                 rejected: Rejection {
                     reason: format!("node(s) cannot take pod {}: {reason}", facts.name).into(),

@@ -63,6 +63,7 @@ impl PlanBook {
         let group = &facts.group;
         let waits = |why: String| {
             Successor::Pinned(FilterVerdict::Only {
+                seat: false,
                 pass: Vec::new(),
                 rejected: Rejection {
                     reason: format!(
@@ -109,6 +110,7 @@ impl PlanBook {
                     ),
                 };
                 Successor::Pinned(FilterVerdict::Only {
+                    seat: true,
                     pass,
                     rejected: Rejection {
                         reason: reason.into(),

@@ -354,7 +354,7 @@ fn seat_of(b: &mut TestBook, pod: &Pod, now: Instant) -> String {
     let names = all_nodes(b);
     let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
     match b.filter(pod, &candidates, now) {
-        FilterVerdict::Only { pass, rejected } => {
+        FilterVerdict::Only { pass, rejected, .. } => {
             assert_eq!(
                 pass.len(),
                 1,
@@ -553,7 +553,7 @@ fn a_second_gang_cannot_take_the_first_gangs_seats() {
     let names = all_nodes(&b);
     let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
     let verdict = b.filter(&job_pod("gang-c", 0, 2), &candidates, t0);
-    let FilterVerdict::Only { pass, rejected } = verdict else {
+    let FilterVerdict::Only { pass, rejected, .. } = verdict else {
         panic!("{verdict:?}")
     };
     assert!(pass.is_empty());
@@ -581,7 +581,8 @@ fn a_second_gang_cannot_take_the_first_gangs_seats() {
         again,
         FilterVerdict::Only {
             pass: vec![],
-            rejected
+            rejected,
+            seat: false
         }
     );
     let s = b.stats();
@@ -595,7 +596,7 @@ fn a_gang_that_can_never_fit_is_unresolvable() {
     let names = all_nodes(&b);
     let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
     let verdict = b.filter(&job_pod("huge", 0, 2), &candidates, Instant::now());
-    let FilterVerdict::Only { pass, rejected } = verdict else {
+    let FilterVerdict::Only { pass, rejected, .. } = verdict else {
         panic!("{verdict:?}")
     };
     assert!(pass.is_empty());
@@ -1057,7 +1058,7 @@ fn without_a_hostname_level_a_seat_is_a_rack() {
     let names = all_nodes(&b);
     let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
     let verdict = b.filter(&job_pod("train", 0, 2), &candidates, t0);
-    let FilterVerdict::Only { pass, rejected } = verdict else {
+    let FilterVerdict::Only { pass, rejected, .. } = verdict else {
         panic!("{verdict:?}")
     };
     let passed: Vec<&str> = pass.iter().map(|&i| candidates[i]).collect();
@@ -1167,7 +1168,7 @@ fn a_hold_on_a_rack_seat_is_kept_from_a_plan_on_another_flavor_over_the_same_nod
         assert_eq!((held["cpu"], held[PODS_KEY]), (4000, 4), "{host}");
     }
     let verdict = b.filter(&job_pod("small", 0, 1), &candidates, t0);
-    let FilterVerdict::Only { pass, rejected } = &verdict else {
+    let FilterVerdict::Only { pass, rejected, .. } = &verdict else {
         panic!("{verdict:?}")
     };
     assert!(pass.is_empty(), "small must not fit: {verdict:?}");

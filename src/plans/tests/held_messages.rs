@@ -21,7 +21,7 @@ fn answer(b: &mut TestBook, pod: &Pod, now: Instant) -> (Vec<String>, String, bo
     let names = all_nodes(b);
     let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
     match b.filter(pod, &candidates, now) {
-        FilterVerdict::Only { pass, rejected } => (
+        FilterVerdict::Only { pass, rejected, .. } => (
             pass.iter().map(|&i| names[i].clone()).collect(),
             rejected.reason.to_string(),
             rejected.unresolvable,

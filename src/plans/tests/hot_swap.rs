@@ -99,7 +99,7 @@ fn filter_recreated(b: &mut TestBook, index: usize) -> (Vec<String>, String) {
     let names = all_nodes(b);
     let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
     match b.filter(&recreated("train", index), &candidates, Instant::now()) {
-        FilterVerdict::Only { pass, rejected } => (
+        FilterVerdict::Only { pass, rejected, .. } => (
             pass.iter().map(|&i| names[i].clone()).collect(),
             rejected.reason.to_string(),
         ),
@@ -387,7 +387,7 @@ fn open_seats_on_a_node_that_fails_before_binding_are_planned_again_beside_the_r
     let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
     for i in 1..6 {
         match b.filter(&job_pod("fresh", i, 1), &candidates, t0) {
-            FilterVerdict::Only { pass, rejected } => {
+            FilterVerdict::Only { pass, rejected, .. } => {
                 assert_eq!(pass.len(), 1, "pod {i}: {rejected:?}");
                 let node = &names[pass[0]];
                 assert_ne!(*node, lost, "pod {i}");
@@ -443,7 +443,7 @@ fn a_single_pods_seat_on_a_failed_node_is_kept_only_with_skip_reassignment() {
             FilterVerdict::Only { pass, .. } if kept => {
                 assert!(pass.is_empty(), "{gates}: the seat stays on {seat}")
             }
-            FilterVerdict::Only { pass, rejected } => {
+            FilterVerdict::Only { pass, rejected, .. } => {
                 assert_eq!(pass.len(), 1, "{gates}: moved ({rejected:?})");
             }
             other => panic!("{gates}: {other:?}"),
@@ -465,7 +465,7 @@ fn a_pod_lost_on_a_healthy_node_goes_back_there_even_after_a_replacement_plan_wa
     let names = all_nodes(&b);
     let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
     match b.filter(&recreated("train", 3), &candidates, Instant::now()) {
-        FilterVerdict::Only { pass, rejected } => {
+        FilterVerdict::Only { pass, rejected, .. } => {
             let pass: Vec<&str> = pass.iter().map(|&i| names[i].as_str()).collect();
             assert_eq!(pass, ["b1-r2-h2"], "{rejected:?}");
             assert!(

@@ -213,7 +213,7 @@ fn ask_book(
 ) -> (Vec<String>, Rejection) {
     let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
     match book.filter(state, pod, &candidates, now) {
-        FilterVerdict::Only { pass, rejected } => {
+        FilterVerdict::Only { pass, rejected, .. } => {
             (pass.iter().map(|&i| names[i].clone()).collect(), rejected)
         }
         other => panic!("a PodGroup pod gets Only, got {other:?}"),
