@@ -11,7 +11,7 @@
 //! Every failure names the file, the document (1-based, counting empty ones), the object and
 //! the field; YAML syntax errors name the line. Unsupported kinds are skipped with a warning.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -256,20 +256,20 @@ fn parse_json_documents(path: &Path, text: &str) -> Result<Vec<(usize, Value)>, 
     Ok(out)
 }
 
+/// Streams at least this large are parsed in pieces, a thread per piece.
+const PARALLEL_YAML_BYTES: usize = 1 << 20;
+
 fn parse_yaml_documents(path: &Path, text: &str) -> Result<Vec<(usize, Value)>, LoadError> {
+    if text.len() >= PARALLEL_YAML_BYTES
+        && let Some(starts) = document_starts_by_markers(text)
+        && let Some(docs) = parse_yaml_in_pieces(text, &starts)
+    {
+        return Ok(docs);
+    }
     // The default budget (1,024 documents, 250k nodes) is meant for config files; a cluster
     // dump of 50k nodes needs far more. Alias/anchor limits stay at their defaults.
-    let options = serde_saphyr::options! {
-        budget: serde_saphyr::budget! {
-            max_documents: 10_000_000,
-            max_nodes: 500_000_000,
-            max_events: 1_000_000_000,
-            max_total_scalar_bytes: 1 << 30,
-        },
-        with_snippet: false,
-    };
     let docs: Vec<serde_saphyr::Spanned<Value>> =
-        serde_saphyr::from_multiple_with_options(text, options).map_err(|e| {
+        serde_saphyr::from_multiple_with_options(text, yaml_options()).map_err(|e| {
             let location = e.location();
             LoadError::Syntax {
                 path: path.to_path_buf(),
@@ -305,6 +305,74 @@ fn parse_yaml_documents(path: &Path, text: &str) -> Result<Vec<(usize, Value)>, 
             (number, doc.value)
         })
         .collect())
+}
+
+/// What a YAML stream may hold: the default budget (1,024 documents, 250k nodes) is meant for
+/// config files; a cluster dump of 50k nodes needs far more. Alias/anchor limits stay at their
+/// defaults.
+fn yaml_options() -> serde_saphyr::Options {
+    serde_saphyr::options! {
+        budget: serde_saphyr::budget! {
+            max_documents: 10_000_000,
+            max_nodes: 500_000_000,
+            max_events: 1_000_000_000,
+            max_total_scalar_bytes: 1 << 30,
+        },
+        with_snippet: false,
+    }
+}
+
+/// The documents of a large stream, parsed in pieces on as many threads as there are cores,
+/// each piece a run of whole documents cut at `---` lines (`starts`, from
+/// [`document_starts_by_markers`]: such a line can only be a marker). Numbered as the whole
+/// stream counts them. `None` when there is a single piece, or when a piece does not parse:
+/// the caller then parses the whole stream, so that an error's line counts from the file's
+/// start.
+fn parse_yaml_in_pieces(text: &str, starts: &[u64]) -> Option<Vec<(usize, Value)>> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(8);
+    let mut bounds = vec![0usize];
+    for i in 1..threads {
+        let target = (text.len() * i / threads) as u64;
+        let Some(&at) = starts.get(starts.partition_point(|&s| s < target)) else {
+            break;
+        };
+        if at as usize > bounds[bounds.len() - 1] {
+            bounds.push(at as usize);
+        }
+    }
+    bounds.push(text.len());
+    if bounds.len() < 3 {
+        return None;
+    }
+    let pieces: Vec<Option<Vec<(u64, Value)>>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = bounds
+            .windows(2)
+            .map(|w| {
+                let (from, to) = (w[0], w[1]);
+                scope.spawn(move || {
+                    let docs: Vec<serde_saphyr::Spanned<Value>> =
+                        serde_saphyr::from_multiple_with_options(&text[from..to], yaml_options())
+                            .ok()?;
+                    docs.into_iter()
+                        .map(|d| Some((from as u64 + d.referenced.span().byte_offset()?, d.value)))
+                        .collect()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().ok().flatten())
+            .collect()
+    });
+    let mut out = Vec::new();
+    for piece in pieces {
+        for (offset, value) in piece? {
+            out.push((starts.partition_point(|&s| s <= offset).max(1), value));
+        }
+    }
+    Some(out)
 }
 
 /// Byte offsets where each document starts, from the `---` lines: YAML forbids a line that
@@ -388,7 +456,7 @@ impl Raw {
 }
 
 /// The kinds kube-tas reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum Kind {
     Node,
     Pod,
@@ -451,7 +519,7 @@ impl Kind {
 struct Loader {
     cluster: Cluster,
     /// (kind, namespace or "", name) → first definition, for duplicate detection.
-    seen: BTreeMap<(Kind, String, String), Source>,
+    seen: std::collections::HashMap<(Kind, String, String), Source, foldhash::fast::RandomState>,
     /// Pods, Jobs, JobSets and LeaderWorkerSets, for [`workloads::derive`].
     objects: workloads::Objects,
     /// Load order of every object, so pods and jobs interleave as in the files.
@@ -556,15 +624,18 @@ impl Loader {
         } else {
             String::new()
         };
-        if let Some(first) = self.seen.get(&(kind, namespace.clone(), name.clone())) {
-            return Err(LoadError::Duplicate {
-                object: label,
-                first: first.clone(),
-                second: raw.at,
-            });
+        match self.seen.entry((kind, namespace.clone(), name.clone())) {
+            std::collections::hash_map::Entry::Occupied(first) => {
+                return Err(LoadError::Duplicate {
+                    object: label,
+                    first: first.get().clone(),
+                    second: raw.at,
+                });
+            }
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(raw.at.clone());
+            }
         }
-        self.seen
-            .insert((kind, namespace.clone(), name.clone()), raw.at.clone());
         self.seq += 1;
         let seq = self.seq;
         let at = raw.at.clone();

@@ -1219,3 +1219,55 @@ fn a_bad_workload_api_group_names_file_object_and_field() {
         "{err}"
     );
 }
+
+/// A stream past [`PARALLEL_YAML_BYTES`]: `nodes` nodes, an empty document after the first.
+fn big_stream(nodes: usize, last_cpu: &str) -> String {
+    let mut text = format!("{}---\n", node("n-0", "8"));
+    for i in 1..nodes {
+        let cpu = if i + 1 == nodes { last_cpu } else { "8" };
+        text.push_str("---\n");
+        text.push_str(&node(&format!("n-{i}"), cpu));
+    }
+    assert!(text.len() >= PARALLEL_YAML_BYTES, "{} bytes", text.len());
+    text
+}
+
+#[test]
+fn a_large_stream_parsed_in_pieces_keeps_order_and_numbering() {
+    let text = big_stream(5000, "8");
+    let starts = document_starts_by_markers(&text).expect("markers only");
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) > 1 {
+        let docs = parse_yaml_in_pieces(&text, &starts).expect("parsed in pieces");
+        let numbers: Vec<usize> = docs.iter().map(|(n, _)| *n).collect();
+        // Document 2 is the empty one.
+        assert_eq!(&numbers[..3], &[1, 3, 4]);
+        assert_eq!(numbers.len(), 5000);
+        assert_eq!(numbers[4999], 5001);
+    }
+    let cluster = load_ok(&text);
+    let names: Vec<String> = cluster.nodes.iter().map(|n| n.name.clone()).collect();
+    let want: Vec<String> = (0..5000).map(|i| format!("n-{i}")).collect();
+    assert_eq!(names, want);
+}
+
+#[test]
+fn a_large_stream_names_the_document_and_line_of_a_problem() {
+    let (path, err) = load_err(&big_stream(5000, "8x"));
+    assert_eq!(
+        err,
+        format!(
+            "{path}: document 5001 (Node n-4999): status.allocatable.cpu: invalid quantity \"8x\""
+        )
+    );
+    // A syntax error in the last piece is reported at its line in the whole file.
+    let mut text = big_stream(5000, "8");
+    let lines = text.lines().count();
+    text.push_str("---\nkind: [unclosed\n");
+    let (path, err) = load_err(&text);
+    // The bracket opens on the last line; the parser finds it unclosed at the stream's end.
+    let at = |line: usize| format!("{path}:{line}:");
+    assert!(
+        err.starts_with(&at(lines + 2)) || err.starts_with(&at(lines + 3)),
+        "{err} (the file has {lines} lines before the bad document)"
+    );
+}
