@@ -47,7 +47,43 @@ pub struct ExtenderArgsRef<'a> {
     pub nodes: Option<List<Node>>,
     /// Candidate node names (`nodeCacheCapable: true`), else `null`.
     #[serde(rename = "NodeNames", default, borrow)]
-    pub node_names: Option<Vec<Cow<'a, str>>>,
+    pub node_names: Option<Vec<NodeName<'a>>>,
+}
+
+/// A node name read from a request body: borrowed from it, owned only when the JSON string
+/// has escapes. (serde's own `Cow<str>` always allocates when it sits inside a `Vec`.)
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeName<'a>(pub Cow<'a, str>);
+
+impl AsRef<str> for NodeName<'_> {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for NodeName<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = NodeName<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a node name")
+            }
+            fn visit_borrowed_str<E: serde::de::Error>(
+                self,
+                v: &'de str,
+            ) -> Result<Self::Value, E> {
+                Ok(NodeName(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(NodeName(Cow::Owned(v.to_string())))
+            }
+            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(NodeName(Cow::Owned(v)))
+            }
+        }
+        deserializer.deserialize_str(Visitor)
+    }
 }
 
 /// The parts of a Pod that placement reads: metadata, and from the spec the resources of
@@ -252,6 +288,27 @@ mod tests {
                 managed_fields: None,
                 ..full
             }
+        );
+    }
+
+    #[test]
+    fn node_names_are_borrowed_unless_escaped() {
+        let text = r#"{"Pod":{},"NodeNames":["n1","n\u0032"]}"#;
+        let args: ExtenderArgsRef = serde_json::from_str(text).unwrap();
+        let names = args.node_names.unwrap();
+        assert!(matches!(names[0].0, Cow::Borrowed("n1")), "{:?}", names[0]);
+        assert!(
+            matches!(&names[1].0, Cow::Owned(s) if s == "n2"),
+            "{:?}",
+            names[1]
+        );
+        let wrong: Result<ExtenderArgsRef, _> =
+            serde_json::from_str(r#"{"Pod":{},"NodeNames":[5]}"#);
+        assert!(
+            wrong
+                .unwrap_err()
+                .to_string()
+                .contains("expected a node name")
         );
     }
 
