@@ -140,10 +140,20 @@ fn percentiles(what: &str, mut samples: Vec<Duration>) {
     );
 }
 
+/// Under `cargo bench` (criterion's `--bench`) the full counts; under `cargo test --benches`
+/// (a smoke run, unoptimised) a few, so that the code still runs.
+fn times(full: usize) -> usize {
+    if std::env::args().any(|a| a == "--bench") {
+        full
+    } else {
+        full.min(20)
+    }
+}
+
 fn one_by_one(state: &mut ClusterState, nodes: &[NodeInfo]) {
     let n = nodes.len();
     let mut node_updates = Vec::with_capacity(100_000);
-    for i in 0..100_000 {
+    for i in 0..times(100_000) {
         let mut up = nodes[(i * 7919) % n].clone();
         up.allocatable.insert("cpu".into(), 64_000 + (i % 2) as i64);
         let t = Instant::now();
@@ -152,7 +162,7 @@ fn one_by_one(state: &mut ClusterState, nodes: &[NodeInfo]) {
     }
     percentiles("node update (capacity only)", node_updates);
     let mut pod_events = Vec::with_capacity(200_000);
-    for i in 0..100_000 {
+    for i in 0..times(100_000) {
         let pod = bound_pod(i, &nodes[(i * 104_729) % n].name);
         let uid = pod.uid.clone().unwrap_or_default();
         let t = Instant::now();
@@ -164,7 +174,7 @@ fn one_by_one(state: &mut ClusterState, nodes: &[NodeInfo]) {
     }
     percentiles("pod event (record / give back)", pod_events);
     let mut watched = Vec::with_capacity(100_000);
-    for i in 0..100_000 {
+    for i in 0..times(100_000) {
         let pod = pod_object(&nodes[(i * 104_729) % n].name);
         let t = Instant::now();
         <Pod as WatchedKind>::apply(state, &pod);
@@ -172,7 +182,7 @@ fn one_by_one(state: &mut ClusterState, nodes: &[NodeInfo]) {
     }
     percentiles("pod watch event (from the object)", watched);
     let mut rebuilds = Vec::with_capacity(200);
-    for i in 0..200 {
+    for i in 0..times(200) {
         let b = i % BLOCKS;
         let mut moved = nodes[b * RACKS * HOSTS].clone();
         moved

@@ -149,7 +149,12 @@ fn bench(c: &mut Criterion) {
                 "preferred block",
             ),
         ];
-        let times = if size >= 50_000 { 30 } else { 200 };
+        // Under `cargo test --benches` (no `--bench`: a smoke run, unoptimised) once each.
+        let times = match (std::env::args().any(|a| a == "--bench"), size >= 50_000) {
+            (false, _) => 1,
+            (true, true) => 30,
+            (true, false) => 200,
+        };
         let mut builds = Vec::with_capacity(times);
         for _ in 0..times {
             let t = Instant::now();

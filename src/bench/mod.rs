@@ -565,7 +565,8 @@ fn pool_size(names: usize) -> usize {
 }
 
 /// A filter/prioritize body for `pod` with the `i`-th window of `k` names; with a seat, the
-/// window made to hold it (`true`) or to leave it out (`false`).
+/// window made to hold it (`true`: in place of another name) or to leave it out (`false`:
+/// one name fewer).
 fn window_body(
     pod: &Value,
     quoted: &[String],
@@ -590,8 +591,7 @@ fn window_body(
                     .map_or("", String::as_str);
             }
             (false, Some(at)) => {
-                // The next name after the window stands in for the seat.
-                window[at] = quoted[(start + k) % n].as_str();
+                window.remove(at);
             }
             _ => {}
         }
@@ -976,7 +976,11 @@ mod tests {
         );
         let without = text(window_body(&pod, &quoted, 3, 2, Some(("n7", false))));
         assert!(!without.contains("\"n7\""), "{without}");
-        assert!(without.contains("\"n9\""), "{without}");
+        assert!(without.contains("\"n6\",\"n8\""), "{without}");
+        // A window of every name leaves the seat out too.
+        let all = text(window_body(&pod, &quoted, 10, 0, Some(("n0", false))));
+        assert!(!all.contains("\"n0\""), "{all}");
+        assert_eq!(all.matches("\"n").count() - 1, 9, "{all}");
     }
 
     #[test]
