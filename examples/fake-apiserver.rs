@@ -55,6 +55,7 @@ use axum::middleware::{self, Next};
 use axum::response::Response;
 use clap::Parser;
 use fake_apiserver::FakeApiServer;
+use kube_tas::bench::requests::{fake_uid as uid, name_suffix as suffix};
 use kube_tas::keys::{HOSTNAME_LABEL, JOB_COMPLETION_INDEX, PODSET_PREFERRED_TOPOLOGY};
 use kube_tas::keys::{QUEUE_NAME_LABEL, STAMP_POD_GROUP_TOTAL_COUNT, STAMP_QUEUE_NAME};
 use kube_tas::synthetic::{BLOCK_LABEL, CLUSTER_QUEUE_NAME, FLAVOR_NAME, LOCAL_QUEUE_NAME};
@@ -216,38 +217,6 @@ current-context: fake
     std::fs::write(&tmp, text)
         .and_then(|()| std::fs::rename(&tmp, path))
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
-}
-
-/// A deterministic RFC 4122-shaped uid for `key`.
-fn uid(key: &str) -> String {
-    let fnv = |seed: u64| {
-        key.bytes().fold(seed, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-        })
-    };
-    let a = fnv(0xcbf2_9ce4_8422_2325);
-    let b = fnv(a ^ 0x9e37_79b9_7f4a_7c15);
-    format!(
-        "{:08x}-{:04x}-4{:03x}-a{:03x}-{:012x}",
-        a >> 32,
-        (a >> 16) & 0xffff,
-        a & 0xfff,
-        (b >> 48) & 0xfff,
-        b & 0xffff_ffff_ffff
-    )
-}
-
-/// Five lowercase alphanumerics, like the suffix of a generated name.
-fn suffix(n: u64) -> String {
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let mut x = n.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x5bd1_e995;
-    (0..5)
-        .map(|_| {
-            let c = ALPHABET[(x % ALPHABET.len() as u64) as usize] as char;
-            x /= ALPHABET.len() as u64;
-            c
-        })
-        .collect()
 }
 
 /// The node's internal IP: one /16 per 256 × 256 nodes.

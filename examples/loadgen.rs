@@ -347,18 +347,9 @@ fn collect_files(path: &Path, out: &mut Vec<PathBuf>) -> Result<(), String> {
     Ok(())
 }
 
-/// A multi-document YAML stream, with a budget big enough for a 50k-node cluster.
+/// A multi-document YAML stream, with the loader's budget (big enough for a 50k-node cluster).
 fn parse_yaml(text: &str) -> Result<Vec<Value>, serde_saphyr::Error> {
-    let options = serde_saphyr::options! {
-        budget: serde_saphyr::budget! {
-            max_documents: 10_000_000,
-            max_nodes: 500_000_000,
-            max_events: 1_000_000_000,
-            max_total_scalar_bytes: 1 << 30,
-        },
-        with_snippet: false,
-    };
-    serde_saphyr::from_multiple_with_options(text, options)
+    serde_saphyr::from_multiple_with_options(text, kube_tas::cluster::yaml_options())
 }
 
 /// gen-cluster's cluster without reading a file: its node names and its default Job.

@@ -100,7 +100,7 @@ pub fn fake_uid(key: &str) -> String {
 }
 
 /// Five lowercase alphanumerics, like the suffix of a generated name.
-fn name_suffix(n: u64) -> String {
+pub fn name_suffix(n: u64) -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let mut x = n.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x5bd1_e995;
     (0..5)

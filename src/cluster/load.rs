@@ -310,7 +310,7 @@ fn parse_yaml_documents(path: &Path, text: &str) -> Result<Vec<(usize, Value)>, 
 /// What a YAML stream may hold: the default budget (1,024 documents, 250k nodes) is meant for
 /// config files; a cluster dump of 50k nodes needs far more. Alias/anchor limits stay at their
 /// defaults.
-fn yaml_options() -> serde_saphyr::Options {
+pub fn yaml_options() -> serde_saphyr::Options {
     serde_saphyr::options! {
         budget: serde_saphyr::budget! {
             max_documents: 10_000_000,

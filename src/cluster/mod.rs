@@ -35,7 +35,7 @@ pub mod state;
 mod workloads;
 
 pub use kueue::{ClusterQueue, KueueObjects, LocalQueue, ResourceFlavor, Topology};
-pub use load::{LoadError, load_paths, load_text};
+pub use load::{LoadError, load_paths, load_text, yaml_options};
 pub use pod_requests::pod_requests;
 pub use quantity::{QuantityError, QuantityValue, parse_quantity};
 pub use workloads::{
