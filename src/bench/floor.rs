@@ -34,7 +34,7 @@ struct Args<'a> {
 
 /// The floor's routes: `/scheduler/filter`, `/scheduler/prioritize` and `/mutate`.
 pub fn router(node_names: impl IntoIterator<Item = String>) -> Router {
-    let names: Arc<HashSet<String>> = Arc::new(node_names.into_iter().collect());
+    let names: Arc<FloorNames> = Arc::new(node_names.into_iter().collect());
     Router::new()
         .route("/scheduler/filter", post(filter))
         .route("/scheduler/prioritize", post(prioritize))
@@ -42,7 +42,7 @@ pub fn router(node_names: impl IntoIterator<Item = String>) -> Router {
         .with_state(names)
 }
 
-fn known<'a>(names: &HashSet<String>, args: &Args<'a>) -> Vec<&'a str> {
+fn known<'a>(names: &FloorNames, args: &Args<'a>) -> Vec<&'a str> {
     args.node_names
         .iter()
         .flatten()
@@ -52,44 +52,58 @@ fn known<'a>(names: &HashSet<String>, args: &Args<'a>) -> Vec<&'a str> {
         .collect()
 }
 
-async fn filter(State(names): State<Arc<HashSet<String>>>, body: Bytes) -> Response {
-    let Ok(args) = serde_json::from_slice::<Args>(&body) else {
-        return StatusCode::BAD_REQUEST.into_response();
-    };
-    let pass = known(&names, &args);
-    json(&serde_json::json!({
+/// The node names the floor knows.
+pub type FloorNames = HashSet<String>;
+
+/// The floor's filter, without HTTP: `None` for a body it cannot read.
+pub fn filter_answer(names: &FloorNames, body: &[u8]) -> Option<Vec<u8>> {
+    let args = serde_json::from_slice::<Args>(body).ok()?;
+    let pass = known(names, &args);
+    serde_json::to_vec(&serde_json::json!({
         "Nodes": null, "NodeNames": pass, "FailedNodes": {},
         "FailedAndUnresolvableNodes": {}, "Error": ""
     }))
+    .ok()
 }
 
-async fn prioritize(State(names): State<Arc<HashSet<String>>>, body: Bytes) -> Response {
-    let Ok(args) = serde_json::from_slice::<Args>(&body) else {
-        return StatusCode::BAD_REQUEST.into_response();
-    };
-    let hosts: Vec<serde_json::Value> = known(&names, &args)
+/// The floor's prioritize, without HTTP: `None` for a body it cannot read.
+pub fn prioritize_answer(names: &FloorNames, body: &[u8]) -> Option<Vec<u8>> {
+    let args = serde_json::from_slice::<Args>(body).ok()?;
+    let hosts: Vec<serde_json::Value> = known(names, &args)
         .into_iter()
         .map(|h| serde_json::json!({"Host": h, "Score": 10}))
         .collect();
-    json(&hosts)
+    serde_json::to_vec(&hosts).ok()
 }
 
-async fn mutate(body: Bytes) -> Response {
-    let Ok(review) = serde_json::from_slice::<serde_json::Value>(&body) else {
-        return StatusCode::BAD_REQUEST.into_response();
-    };
+/// The floor's `/mutate`, without HTTP: `None` for a body it cannot read.
+pub fn mutate_answer(body: &[u8]) -> Option<Vec<u8>> {
+    let review = serde_json::from_slice::<serde_json::Value>(body).ok()?;
     // `[{"op":"add","path":"/metadata/labels/kube-tas.io~1floor","value":"1"}]`, base64.
     let patch = "W3sib3AiOiJhZGQiLCJwYXRoIjoiL21ldGFkYXRhL2xhYmVscy9rdWJlLXRhcy5pb34xZmxvb3IiLCJ2YWx1ZSI6IjEifV0=";
-    json(&serde_json::json!({
+    serde_json::to_vec(&serde_json::json!({
         "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
         "response": {"uid": review["request"]["uid"], "allowed": true,
                      "patchType": "JSONPatch", "patch": patch}
     }))
+    .ok()
 }
 
-fn json<T: serde::Serialize>(value: &T) -> Response {
-    match serde_json::to_vec(value) {
-        Ok(bytes) => ([(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
-        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+async fn filter(State(names): State<Arc<FloorNames>>, body: Bytes) -> Response {
+    json(filter_answer(&names, &body))
+}
+
+async fn prioritize(State(names): State<Arc<FloorNames>>, body: Bytes) -> Response {
+    json(prioritize_answer(&names, &body))
+}
+
+async fn mutate(body: Bytes) -> Response {
+    json(mutate_answer(&body))
+}
+
+fn json(answer: Option<Vec<u8>>) -> Response {
+    match answer {
+        Some(bytes) => ([(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
+        None => StatusCode::BAD_REQUEST.into_response(),
     }
 }

@@ -15,6 +15,9 @@
 //!   passes → bind to the best score), for gangs of mixed sizes and lone pods; a pod nothing
 //!   passes for goes back to the queue. Reports each verb's latency and pods bound per second.
 //! * **`/mutate` at concurrency 8**: requests per second and latency, against the floor too.
+//! * **Service time in process**: the same bodies handed to each route's service without HTTP
+//!   (parse, decide, encode: the server's own work, performance.md's "server-side service
+//!   time" less hyper's), kube-tas's and the floor's interleaved.
 //!
 //! Every kube-tas answer is checked (a gang pod gets exactly its seat, a lone pod some node,
 //! a review `allowed` with its `uid`); a wrong answer stops the bench with an error, so the
@@ -22,6 +25,7 @@
 //! Timings are round trip: from handing the request to the client until the whole answer is
 //! read; bodies are built before the clock starts.
 
+pub mod fixture;
 pub mod floor;
 pub mod requests;
 pub mod stats;
@@ -43,21 +47,15 @@ use crate::extender::Extender;
 use crate::keys::PODSET_REQUIRED_TOPOLOGY;
 use crate::server::ServeConfig;
 use crate::synthetic::{RACK_LABEL, SyntheticCluster, job_yaml};
-use crate::topology::FeatureGates;
-use requests::JobInfo;
+use fixture::{Expect, Fixture, Room, RowBodies, Services, best_host};
 use stats::{Samples, Summary};
 
 /// Requests per target before switching to the other one (with `--compare-floor`).
 const CHUNK: usize = 50;
-/// Pods of the Job whose pods the gang rows send.
-const GANG_PODS: u32 = 256;
 /// Gang sizes of the replay, in turn.
 const REPLAY_GANGS: [u32; 3] = [8, 32, 128];
 /// A replayed pod nothing passes for is tried at most this often.
 const MAX_ATTEMPTS: usize = 400;
-/// Bodies kept per row at most (they cycle); fewer when they are large.
-const MAX_BODIES: usize = 256;
-const BODY_BUDGET_BYTES: usize = 64 << 20;
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -110,6 +108,11 @@ pub struct Row {
     pub kube_tas: Summary,
     /// The floor's latencies.
     pub floor: Option<Summary>,
+    /// kube-tas's service time in process: the route's work from the body to the encoded
+    /// answer, without HTTP.
+    pub kube_tas_service: Summary,
+    /// The floor's service time on the same bodies, when compared.
+    pub floor_service: Option<Summary>,
 }
 
 /// The replay's outcome.
@@ -163,21 +166,10 @@ pub fn run(config: &BenchConfig) -> anyhow::Result<Report> {
         memory_gi: 256,
         ..SyntheticCluster::default()
     };
-    let node_count = usize::try_from(shape.node_count()).context("too many nodes")?;
-    if node_count == 0 {
-        bail!("the cluster has no node: --blocks, --racks and --hosts must be at least 1");
-    }
-    let started = Instant::now();
-    let mut jobs_yaml = job_yaml(
-        "gang",
-        GANG_PODS,
-        1000,
-        PODSET_REQUIRED_TOPOLOGY,
-        RACK_LABEL,
-    );
+    let mut extra_jobs = String::new();
     for (i, size) in replay_job_sizes(config.replay_pods).iter().enumerate() {
         let name = format!("replay-{i}");
-        jobs_yaml.push_str(&job_yaml(
+        extra_jobs.push_str(&job_yaml(
             &name,
             *size,
             1000,
@@ -185,30 +177,12 @@ pub fn run(config: &BenchConfig) -> anyhow::Result<Report> {
             RACK_LABEL,
         ));
     }
-    let yaml = shape.to_yaml() + &jobs_yaml;
-    let cluster = crate::cluster::load_text(std::path::Path::new("generated.yaml"), &yaml)
-        .context("the generated cluster does not load")?;
-    let jobs = job_infos(&jobs_yaml)?;
-    eprintln!(
-        "bench: {node_count} nodes and {} Jobs generated and loaded in {:.1?}",
-        jobs.len(),
-        started.elapsed()
-    );
-    let names: Vec<String> = cluster.nodes.iter().map(|n| n.name.clone()).collect();
-    let room: Room = cluster
-        .nodes
-        .iter()
-        .map(|n| (n.name.clone(), n.allocatable.clone()))
-        .collect();
-    let extender =
-        Extender::over_cluster(&cluster, FeatureGates::default(), Duration::from_secs(3600));
-    drop(cluster);
-    let servers = Servers::start(extender, names.clone())?;
-
+    let fixture = Fixture::generate(&shape, &extra_jobs)?;
+    let servers = Servers::start(fixture.services.extender.clone(), fixture.names.clone())?;
     let client_rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let result = client_rt.block_on(measure(config, &servers, &names, &jobs, room));
+    let result = client_rt.block_on(measure(config, &servers, &fixture));
     servers.stop();
     result
 }
@@ -227,15 +201,6 @@ fn replay_job_sizes(count: usize) -> Vec<u32> {
         left -= size;
     }
     sizes
-}
-
-fn job_infos(yaml: &str) -> anyhow::Result<Vec<JobInfo>> {
-    let docs: Vec<Value> = serde_saphyr::from_multiple(yaml).context("the generated YAML")?;
-    Ok(docs
-        .iter()
-        .filter(|d| d["kind"] == "Job")
-        .map(requests::job_info)
-        .collect())
 }
 
 /// kube-tas and the floor, serving on one runtime of their own (two workers, as `serve`).
@@ -342,211 +307,40 @@ async fn post(
     Ok((elapsed, answer))
 }
 
-/// What a kube-tas answer must be for a row's sample to count.
-#[derive(Clone)]
-enum Expect {
-    /// Filter passes exactly this node.
-    Seat(String),
-    /// Filter passes nothing.
-    NoNode,
-    /// Filter passes at least one node.
-    SomeNode,
-    /// Prioritize gives this node the top score.
-    Favoured(String),
-    /// An allowed review echoing this uid.
-    Allowed(String),
-}
-
-impl Expect {
-    fn check(&self, answer: &[u8]) -> anyhow::Result<()> {
-        let value: Value = serde_json::from_slice(answer).context("the answer is not JSON")?;
-        let passing = || -> Vec<&str> {
-            value["NodeNames"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .collect()
-        };
-        let ok = match self {
-            Expect::Seat(node) => value["Error"] == "" && passing() == [node.as_str()],
-            Expect::NoNode => value["Error"] == "" && passing().is_empty(),
-            Expect::SomeNode => value["Error"] == "" && !passing().is_empty(),
-            Expect::Favoured(node) => best_host(&value) == Some(node.as_str()),
-            Expect::Allowed(uid) => {
-                value["response"]["allowed"] == true && value["response"]["uid"] == uid.as_str()
-            }
-        };
-        if !ok {
-            let text = String::from_utf8_lossy(&answer[..answer.len().min(400)]);
-            bail!("kube-tas answered {text}, which is not what the request needs");
-        }
-        Ok(())
-    }
-}
-
-/// The host with the highest score (the first of equals) of a prioritize answer.
-fn best_host(value: &Value) -> Option<&str> {
-    let mut best: Option<(&str, i64)> = None;
-    for h in value.as_array()? {
-        let (Some(host), Some(score)) = (h["Host"].as_str(), h["Score"].as_i64()) else {
-            continue;
-        };
-        if best.is_none_or(|(_, s)| score > s) {
-            best = Some((host, score));
-        }
-    }
-    best.map(|(h, _)| h)
-}
-
-/// A gang row: what it is called, its route, the answer for a seat, the seat sampled.
-type GangRow = (&'static str, &'static str, fn(&str) -> Expect, bool);
-
-/// The bodies of one row, cycled, and what each answer must be.
-struct RowBodies {
-    call: String,
-    path: &'static str,
-    bodies: Vec<(Bytes, Expect)>,
-}
-
 async fn measure(
     config: &BenchConfig,
     servers: &Servers,
-    names: &[String],
-    jobs: &[JobInfo],
-    room: Room,
+    fixture: &Fixture,
 ) -> anyhow::Result<Report> {
-    let per_request = config
+    let names = &fixture.names;
+    let k = config
         .names
         .unwrap_or_else(|| requests::sample_size(names.len()))
         .clamp(1, names.len());
-    let quoted: Vec<String> = names
-        .iter()
-        .map(|n| Value::from(n.as_str()).to_string())
-        .collect();
     let http = client(config.mutate_concurrency.max(1));
-    let gang = jobs
-        .iter()
-        .find(|j| j.name == "gang")
-        .context("the generated gang Job")?;
-
-    // Each gang pod's seat: the first filter with every name makes the plan.
-    eprintln!("bench: planning the {GANG_PODS}-pod gang");
-    let all_names = quoted.join(",");
-    let mut seats = Vec::with_capacity(gang.count);
-    for index in 0..gang.count {
-        let pod = requests::gang_pod(gang, index);
-        let body = requests::request_body(&pod, &all_names);
-        let (_, answer) = post(&http, servers.kube_tas, "/scheduler/filter", body).await?;
-        let value: Value = serde_json::from_slice(&answer)?;
-        let seat = match value["NodeNames"].as_array().map(Vec::as_slice) {
-            Some([Value::String(seat)]) => seat.clone(),
-            _ => bail!(
-                "the gang pod {index} got no single seat: {}",
-                String::from_utf8_lossy(&answer[..answer.len().min(400)])
-            ),
-        };
-        seats.push(seat);
-    }
-
-    let k = per_request;
-    let mut rows_bodies = Vec::new();
-    let lone = (0..pool_size(k))
-        .map(|i| {
-            let pod = requests::lone_pod(i);
-            (window_body(&pod, &quoted, k, i, None), Expect::SomeNode)
-        })
-        .collect();
-    rows_bodies.push(RowBodies {
-        call: format!("filter, lone pod, {k} names"),
-        path: "/scheduler/filter",
-        bodies: lone,
-    });
-    let gang_rows: [GangRow; 3] = [
-        (
-            "filter, gang pod, seat sampled",
-            "/scheduler/filter",
-            |s| Expect::Seat(s.to_string()),
-            true,
-        ),
-        (
-            "filter, gang pod, seat not sampled",
-            "/scheduler/filter",
-            |_| Expect::NoNode,
-            false,
-        ),
-        (
-            "prioritize, gang pod",
-            "/scheduler/prioritize",
-            |s| Expect::Favoured(s.to_string()),
-            true,
-        ),
-    ];
-    for (call, path, expect, with_seat) in gang_rows {
-        let bodies = (0..pool_size(k).min(gang.count))
-            .map(|i| {
-                let pod = requests::gang_pod(gang, i);
-                let seat = (seats[i].as_str(), with_seat);
-                (
-                    window_body(&pod, &quoted, k, i, Some(seat)),
-                    expect(&seats[i]),
-                )
-            })
-            .collect();
-        rows_bodies.push(RowBodies {
-            call: format!("{call}, {k} names"),
-            path,
-            bodies,
-        });
-    }
-    if k < names.len() {
-        let bodies = (0..pool_size(names.len()).min(gang.count))
-            .map(|i| {
-                let pod = requests::gang_pod(gang, i);
-                let body = requests::request_body(&pod, &all_names);
-                (body, Expect::Seat(seats[i].clone()))
-            })
-            .collect();
-        rows_bodies.push(RowBodies {
-            call: format!("filter, gang pod, all {} names", names.len()),
-            path: "/scheduler/filter",
-            bodies,
-        });
-    }
-    let user = requests::creator(true);
-    let reviews: Vec<(Bytes, Expect)> = (0..gang.count.min(MAX_BODIES))
-        .map(|i| {
-            let uid = requests::fake_uid(&format!("review/{i}"));
-            let object = requests::job_pod_object(gang, i);
-            (
-                requests::review_body(&uid, &object, &user),
-                Expect::Allowed(uid),
-            )
-        })
-        .collect();
-    rows_bodies.push(RowBodies {
-        call: "/mutate, Job pod".to_string(),
-        path: "/mutate",
-        bodies: reviews.clone(),
-    });
-
+    let rows_bodies = fixture.rows(k)?;
     let mut rows = Vec::new();
     for row in &rows_bodies {
         eprintln!("bench: {}", row.call);
-        rows.push(measure_row(config, servers, &http, row).await?);
+        rows.push(measure_row(config, servers, &fixture.services, &http, row).await?);
     }
     let concurrent = if config.mutate_concurrency > 0 {
         eprintln!(
             "bench: /mutate at concurrency {}",
             config.mutate_concurrency
         );
-        Some(measure_concurrent(config, servers, &http, &reviews).await?)
+        let reviews = rows_bodies
+            .iter()
+            .find(|r| r.path == "/mutate")
+            .map(|r| r.bodies.as_slice())
+            .unwrap_or_default();
+        Some(measure_concurrent(config, servers, &http, reviews).await?)
     } else {
         None
     };
     let replay = if config.replay_pods > 0 {
         eprintln!("bench: replaying {} pods", config.replay_pods);
-        Some(replay(config, servers, &http, &quoted, k, jobs, room).await?)
+        Some(replay(config, servers, &http, fixture, k).await?)
     } else {
         None
     };
@@ -559,49 +353,10 @@ async fn measure(
     })
 }
 
-/// Bodies kept for a row whose requests carry `names` names.
-fn pool_size(names: usize) -> usize {
-    (BODY_BUDGET_BYTES / (6_000 + names * 40)).clamp(8, MAX_BODIES)
-}
-
-/// A filter/prioritize body for `pod` with the `i`-th window of `k` names; with a seat, the
-/// window made to hold it (`true`: in place of another name) or to leave it out (`false`:
-/// one name fewer).
-fn window_body(
-    pod: &Value,
-    quoted: &[String],
-    k: usize,
-    i: usize,
-    seat: Option<(&str, bool)>,
-) -> Bytes {
-    let n = quoted.len();
-    let start = if k >= n { 0 } else { (i * k) % n };
-    let mut window: Vec<&str> = (0..k.min(n))
-        .map(|j| quoted[(start + j) % n].as_str())
-        .collect();
-    if let Some((seat, wanted)) = seat {
-        let seat_quoted = Value::from(seat).to_string();
-        let position = window.iter().position(|q| *q == seat_quoted);
-        match (wanted, position) {
-            (true, None) => {
-                let at = (i * 7919) % window.len();
-                window[at] = quoted
-                    .iter()
-                    .find(|q| **q == seat_quoted)
-                    .map_or("", String::as_str);
-            }
-            (false, Some(at)) => {
-                window.remove(at);
-            }
-            _ => {}
-        }
-    }
-    requests::request_body(pod, &window.join(","))
-}
-
 async fn measure_row(
     config: &BenchConfig,
     servers: &Servers,
+    services: &Services,
     http: &HttpClient,
     row: &RowBodies,
 ) -> anyhow::Result<Row> {
@@ -637,12 +392,63 @@ async fn measure_row(
         }
         sent += chunk;
     }
+    let (kube_tas_service, floor_service) = measure_service(config, services, row)?;
     Ok(Row {
         call: row.call.clone(),
         request_bytes: bytes / ours.len().max(1),
         kube_tas: ours.summary(),
         floor: config.compare_floor.then(|| floor.summary()),
+        kube_tas_service,
+        floor_service,
     })
+}
+
+/// The row's service time in process: each body handed to the route's service (kube-tas's
+/// and, when compared, the floor's) and timed until its answer is encoded and dropped;
+/// interleaved in chunks as the round trips are. kube-tas's answers are checked here too.
+fn measure_service(
+    config: &BenchConfig,
+    services: &Services,
+    row: &RowBodies,
+) -> anyhow::Result<(Summary, Option<Summary>)> {
+    let total = config.warmup + config.samples;
+    let mut ours = Samples::with_capacity(config.samples);
+    let mut floor = Samples::with_capacity(config.samples);
+    let mut sent = 0;
+    while sent < total {
+        let chunk = CHUNK.min(total - sent);
+        for j in sent..sent + chunk {
+            let (body, expect) = &row.bodies[j % row.bodies.len()];
+            let started = Instant::now();
+            let answer = services.kube_tas(row.path, body);
+            let took = started.elapsed();
+            expect
+                .check(&answer)
+                .with_context(|| format!("{} in process: request {j}", row.call))?;
+            if j >= config.warmup {
+                ours.push(took);
+            }
+        }
+        if config.compare_floor {
+            for j in sent..sent + chunk {
+                let (body, _) = &row.bodies[j % row.bodies.len()];
+                let started = Instant::now();
+                let answer = services.floor(row.path, body);
+                let took = started.elapsed();
+                if answer.is_empty() {
+                    bail!("{}: the floor could not read request {j}", row.call);
+                }
+                if j >= config.warmup {
+                    floor.push(took);
+                }
+            }
+        }
+        sent += chunk;
+    }
+    Ok((
+        ours.summary(),
+        config.compare_floor.then(|| floor.summary()),
+    ))
 }
 
 async fn measure_concurrent(
@@ -697,10 +503,6 @@ async fn measure_concurrent(
         floor,
     })
 }
-
-/// What each node has left, by name: kube-scheduler's own resource filter, as the replay runs
-/// it before calling the extender (the extender sees only nodes with room).
-type Room = std::collections::HashMap<String, crate::topology::ResourceList>;
 
 /// A pod of the replay: its JSON, what it requests (`pods` included), and how often filter
 /// has seen it.
@@ -759,16 +561,13 @@ async fn replay(
     config: &BenchConfig,
     servers: &Servers,
     http: &HttpClient,
-    quoted: &[String],
+    fixture: &Fixture,
     k: usize,
-    jobs: &[JobInfo],
-    mut room: Room,
 ) -> anyhow::Result<Replay> {
-    let names: Vec<String> = quoted
-        .iter()
-        .map(|q| serde_json::from_str::<String>(q).unwrap_or_default())
-        .collect();
-    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let quoted = &fixture.quoted;
+    let jobs = &fixture.jobs;
+    let mut room = fixture.room.clone();
+    let names: Vec<&str> = fixture.names.iter().map(String::as_str).collect();
     let mut queue = std::collections::VecDeque::new();
     let mut lone = 0usize;
     for job in jobs.iter().filter(|j| j.name.starts_with("replay-")) {
@@ -873,6 +672,28 @@ async fn replay(
     })
 }
 
+/// A row's cells: kube-tas's percentiles, the floor's, and the ratios (`whole`: µs without
+/// decimals, else one decimal).
+fn columns(ours: &Summary, floor: Option<&Summary>, whole: bool) -> (String, String, String) {
+    let digits = usize::from(!whole);
+    let ours_text = format!(
+        "{:.digits$} / {:.digits$} / {:.digits$}",
+        ours.p50, ours.p99, ours.p999
+    );
+    match floor {
+        Some(f) => (
+            ours_text,
+            format!("{:.digits$} / {:.digits$}", f.p50, f.p99),
+            format!(
+                "{:.2} / {:.2}",
+                ours.p50 / f.p50.max(1e-9),
+                ours.p99 / f.p99.max(1e-9)
+            ),
+        ),
+        None => (ours_text, "-".to_string(), "-".to_string()),
+    }
+}
+
 /// The report as text: one line per row, ratios to the floor when measured.
 pub fn render(report: &Report) -> String {
     let mut out = String::new();
@@ -888,23 +709,29 @@ pub fn render(report: &Report) -> String {
         "call", "bytes", "kube-tas p50/p99/p99.9", "floor p50/p99", "ratio p50/p99"
     );
     for row in &report.rows {
-        let k = &row.kube_tas;
-        let ours = format!("{:.0} / {:.0} / {:.0}", k.p50, k.p99, k.p999);
-        let (floor, ratio) = match &row.floor {
-            Some(f) => (
-                format!("{:.0} / {:.0}", f.p50, f.p99),
-                format!(
-                    "{:.2} / {:.2}",
-                    k.p50 / f.p50.max(1e-9),
-                    k.p99 / f.p99.max(1e-9)
-                ),
-            ),
-            None => ("-".to_string(), "-".to_string()),
-        };
+        let (ours, floor, ratio) = columns(&row.kube_tas, row.floor.as_ref(), true);
         let _ = writeln!(
             out,
             "{:<44} {:>8} {:>22} {:>16} {:>13}",
             row.call, row.request_bytes, ours, floor, ratio
+        );
+    }
+    let _ = writeln!(
+        out,
+        "service time in process (the route's work from body to encoded answer, no HTTP); µs"
+    );
+    let _ = writeln!(
+        out,
+        "{:<44} {:>8} {:>22} {:>16} {:>13}",
+        "call", "", "kube-tas p50/p99/p99.9", "floor p50/p99", "ratio p50/p99"
+    );
+    for row in &report.rows {
+        let (ours, floor, ratio) =
+            columns(&row.kube_tas_service, row.floor_service.as_ref(), false);
+        let _ = writeln!(
+            out,
+            "{:<44} {:>8} {:>22} {:>16} {:>13}",
+            row.call, "", ours, floor, ratio
         );
     }
     if let Some(c) = &report.concurrent {
@@ -960,62 +787,5 @@ mod tests {
         assert_eq!(sizes.iter().sum::<u32>(), 300);
         assert_eq!(&sizes[..3], &[8, 32, 128]);
         assert!(replay_job_sizes(0).is_empty());
-    }
-
-    #[test]
-    fn windows_hold_or_leave_out_the_seat() {
-        let quoted: Vec<String> = (0..10).map(|i| format!("\"n{i}\"")).collect();
-        let pod = serde_json::json!({"metadata": {"name": "p"}});
-        let text = |b: Bytes| String::from_utf8(b.to_vec()).unwrap();
-        let with = text(window_body(&pod, &quoted, 3, 0, Some(("n7", true))));
-        assert!(with.contains("\"n7\""), "{with}");
-        assert_eq!(
-            with.matches("\"n").count() - 1,
-            3,
-            "{with}: three names and \"name\""
-        );
-        let without = text(window_body(&pod, &quoted, 3, 2, Some(("n7", false))));
-        assert!(!without.contains("\"n7\""), "{without}");
-        assert!(without.contains("\"n6\",\"n8\""), "{without}");
-        // A window of every name leaves the seat out too.
-        let all = text(window_body(&pod, &quoted, 10, 0, Some(("n0", false))));
-        assert!(!all.contains("\"n0\""), "{all}");
-        assert_eq!(all.matches("\"n").count() - 1, 9, "{all}");
-    }
-
-    #[test]
-    fn the_best_host_is_the_first_top_score() {
-        let v = serde_json::json!([{"Host": "a", "Score": 3}, {"Host": "b", "Score": 9},
-                                   {"Host": "c", "Score": 9}]);
-        assert_eq!(best_host(&v), Some("b"));
-        assert_eq!(best_host(&serde_json::json!([])), None);
-    }
-
-    #[test]
-    fn expectations_refuse_wrong_answers() {
-        let seat = Expect::Seat("n1".into());
-        assert!(seat.check(br#"{"NodeNames":["n1"],"Error":""}"#).is_ok());
-        assert!(seat.check(br#"{"NodeNames":["n2"],"Error":""}"#).is_err());
-        assert!(
-            Expect::NoNode
-                .check(br#"{"NodeNames":[],"Error":""}"#)
-                .is_ok()
-        );
-        assert!(
-            Expect::NoNode
-                .check(br#"{"NodeNames":[],"Error":"x"}"#)
-                .is_err()
-        );
-        let allowed = Expect::Allowed("u".into());
-        assert!(
-            allowed
-                .check(br#"{"response":{"uid":"u","allowed":true}}"#)
-                .is_ok()
-        );
-        assert!(
-            allowed
-                .check(br#"{"response":{"uid":"v","allowed":true}}"#)
-                .is_err()
-        );
     }
 }

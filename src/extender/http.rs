@@ -17,6 +17,10 @@
 //! prioritize call (the extender then adds no score), so a 400 is the honest answer there.
 //! `Error` strings never contain `%`: the scheduler uses them as a Go format string.
 //!
+//! Reading: the usual body (`Pod`, `Nodes`, `NodeNames`, names without escapes) is scanned by
+//! hand, its names borrowed ([`scan`]); anything else goes to serde_json, whose errors name the
+//! field.
+//!
 //! Depth: a hostile, deeply nested body cannot exhaust the stack. serde_json caps every
 //! recursive descent at 128 levels and skips unknown fields without recursing; the wire types
 //! refuse wrong shapes at the first level anyway. Size is limited by the server's body-limit
@@ -32,11 +36,11 @@ use serde::Deserialize;
 use serde::Serialize;
 use tracing::Instrument;
 
-use super::Extender;
 use super::wire::{
-    ExtenderArgsRef, ExtenderBindingArgs, ExtenderBindingResult, ExtenderFilterResult,
-    go_format_safe,
+    CandidateRequest, ExtenderArgsRef, ExtenderBindingArgs, ExtenderBindingResult,
+    ExtenderFilterResult, SchedulingPod, go_format_safe,
 };
+use super::{Extender, encode, scan};
 
 /// The longest parse-error message we send back or log; a serde message can quote a whole
 /// (possibly huge) string value from the body.
@@ -66,16 +70,7 @@ const INLINE_BODY_BYTES: usize = 256 * 1024;
 #[tracing::instrument(name = "filter", skip_all, fields(pod = tracing::field::Empty))]
 async fn filter(State(extender): State<Extender>, body: Bytes) -> Response {
     run_service("filter", body.len(), move || {
-        match parse::<ExtenderArgsRef>(&body) {
-            Ok(args) => {
-                record_pod(&args);
-                json_ok(&extender.filter_ref(args))
-            }
-            Err(message) => {
-                warn_bad_request("filter", &message);
-                json_ok(&filter_error(&message))
-            }
-        }
+        json_bytes(filter_answer(&extender, &body))
     })
     .await
     .unwrap_or_else(|message| json_ok(&filter_error(&message)))
@@ -84,19 +79,59 @@ async fn filter(State(extender): State<Extender>, body: Bytes) -> Response {
 #[tracing::instrument(name = "prioritize", skip_all, fields(pod = tracing::field::Empty))]
 async fn prioritize(State(extender): State<Extender>, body: Bytes) -> Response {
     run_service("prioritize", body.len(), move || {
-        match parse::<ExtenderArgsRef>(&body) {
-            Ok(args) => {
-                record_pod(&args);
-                json_ok(&extender.prioritize_ref(args))
-            }
-            Err(message) => {
-                warn_bad_request("prioritize", &message);
-                plain(StatusCode::BAD_REQUEST, message)
-            }
+        match prioritize_answer(&extender, &body) {
+            Ok(answer) => json_bytes(answer),
+            Err(message) => plain(StatusCode::BAD_REQUEST, message),
         }
     })
     .await
     .unwrap_or_else(|message| plain(StatusCode::INTERNAL_SERVER_ERROR, message))
+}
+
+/// The service behind `POST /scheduler/filter`, without HTTP: a request body in, the JSON
+/// answer out (always an `ExtenderFilterResult`; a bad body is answered with its `Error`).
+/// What `kube-tas bench` and the benches time as the server's service time.
+pub fn filter_answer(extender: &Extender, body: &[u8]) -> Vec<u8> {
+    read_args(body, |request| extender.filter_json(request)).unwrap_or_else(|message| {
+        warn_bad_request("filter", &message);
+        encode(&filter_error(&message))
+    })
+}
+
+/// The service behind `POST /scheduler/prioritize`, without HTTP: the JSON `HostPriority`
+/// array, or why the body cannot be read (answered 400).
+pub fn prioritize_answer(extender: &Extender, body: &[u8]) -> Result<Vec<u8>, String> {
+    read_args(body, |request| extender.prioritize_json(request)).inspect_err(|message| {
+        warn_bad_request("prioritize", message);
+    })
+}
+
+/// Reads an `ExtenderArgs` body and hands it to `serve`: scanned by hand when it is the
+/// usual shape (names borrowed, [`scan`]), else read by serde_json, which also says what is
+/// wrong with a bad body.
+fn read_args<T>(body: &[u8], serve: impl FnOnce(CandidateRequest<'_>) -> T) -> Result<T, String> {
+    if let Some(scanned) = scan::scan(body)
+        && let Ok(pod) = serde_json::from_slice::<SchedulingPod>(scanned.pod)
+        && let Ok(nodes) = scanned.nodes.map(serde_json::from_slice).transpose()
+    {
+        record_pod(&pod);
+        return Ok(serve(CandidateRequest {
+            pod,
+            nodes,
+            node_names: scanned.node_names.as_deref(),
+        }));
+    }
+    let args = parse::<ExtenderArgsRef>(body)?;
+    record_pod(&args.pod);
+    let names: Option<Vec<&str>> = args
+        .node_names
+        .as_ref()
+        .map(|v| v.iter().map(AsRef::as_ref).collect());
+    Ok(serve(CandidateRequest {
+        pod: args.pod,
+        nodes: args.nodes,
+        node_names: names.as_deref(),
+    }))
 }
 
 /// `bind` runs on the async worker: the bind body is tiny, the book's part is microseconds,
@@ -183,8 +218,8 @@ fn short_type_name<T>() -> &'static str {
     short.strip_suffix("Ref").unwrap_or(short)
 }
 
-fn record_pod(args: &ExtenderArgsRef<'_>) {
-    let meta = &args.pod.metadata;
+fn record_pod(pod: &SchedulingPod) {
+    let meta = &pod.metadata;
     tracing::Span::current().record(
         "pod",
         tracing::field::display(format_args!(
@@ -212,24 +247,19 @@ fn bind_error(message: &str) -> ExtenderBindingResult {
     }
 }
 
-/// 200 with `value` as JSON. Encoding the wire types cannot fail (string-keyed maps only);
-/// should it ever, the answer is a 500 the scheduler reports as a failed call.
+/// 200 with `value` as JSON.
 fn json_ok<T: Serialize>(value: &T) -> Response {
-    match serde_json::to_vec(value) {
-        Ok(bytes) => (
-            StatusCode::OK,
-            [(header::CONTENT_TYPE, "application/json")],
-            bytes,
-        )
-            .into_response(),
-        Err(e) => {
-            tracing::error!(error = %e, "cannot encode an extender answer");
-            plain(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("cannot encode the answer: {e}"),
-            )
-        }
-    }
+    json_bytes(encode(value))
+}
+
+/// 200 with `bytes`, already JSON.
+fn json_bytes(bytes: Vec<u8>) -> Response {
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        bytes,
+    )
+        .into_response()
 }
 
 fn plain(status: StatusCode, message: String) -> Response {

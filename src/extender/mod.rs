@@ -23,12 +23,13 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 
 pub mod binding;
 pub mod http;
+pub mod scan;
 pub mod wire;
 
 pub use binding::Binder;
 
 pub use wire::{
-    ExtenderArgs, ExtenderArgsRef, ExtenderBindingArgs, ExtenderBindingResult,
+    CandidateRequest, ExtenderArgs, ExtenderArgsRef, ExtenderBindingArgs, ExtenderBindingResult,
     ExtenderFilterResult, HostPriority,
 };
 
@@ -167,14 +168,21 @@ impl Extender {
         self.filter_candidates(&args.pod, names, args.nodes.as_ref())
     }
 
-    /// `filter` over a request read with borrowed names and a reduced pod (the server's path).
-    pub fn filter_ref(&self, args: ExtenderArgsRef<'_>) -> ExtenderFilterResult {
-        let pod = args.pod.into_pod();
-        let names = args
-            .node_names
-            .as_ref()
-            .map(|v| v.iter().map(|n| n.as_ref()).collect());
-        self.filter_candidates(&pod, names, args.nodes.as_ref())
+    /// `filter` over a request read with borrowed names and a reduced pod (the server's path),
+    /// answered as JSON; passing names are written from the request's own.
+    pub fn filter_json(&self, request: CandidateRequest<'_>) -> Vec<u8> {
+        let pod = request.pod.into_pod();
+        let Some(names) = request.node_names else {
+            return encode(&self.filter_candidates(&pod, None, request.nodes.as_ref()));
+        };
+        match self.decide_filter(&pod, names) {
+            Ok((result, pass)) => {
+                let mut out = Vec::new();
+                wire::write_filter_names(&mut out, pass.iter().map(|&i| names[i]), &result);
+                out
+            }
+            Err(e) => encode(&error_result(&e)),
+        }
     }
 
     /// `filter` in whichever mode the request came: names when the scheduler sent names.
@@ -284,14 +292,17 @@ impl Extender {
         self.prioritize_candidates(&args.pod, names, args.nodes.as_ref())
     }
 
-    /// `prioritize` over a request read with borrowed names and a reduced pod.
-    pub fn prioritize_ref(&self, args: ExtenderArgsRef<'_>) -> Vec<HostPriority> {
-        let pod = args.pod.into_pod();
-        let names = args
-            .node_names
-            .as_ref()
-            .map(|v| v.iter().map(|n| n.as_ref()).collect());
-        self.prioritize_candidates(&pod, names, args.nodes.as_ref())
+    /// `prioritize` over a request read with borrowed names and a reduced pod, answered as
+    /// JSON with the hosts written from the request's own names.
+    pub fn prioritize_json(&self, request: CandidateRequest<'_>) -> Vec<u8> {
+        let pod = request.pod.into_pod();
+        let Some(names) = request.node_names else {
+            return encode(&self.prioritize_candidates(&pod, None, request.nodes.as_ref()));
+        };
+        let scores = self.prioritize_names(&pod, names);
+        let mut out = Vec::with_capacity(2 + scores.len() * 64);
+        wire::write_priorities(&mut out, scores.into_iter().map(|(i, s)| (names[i], s)));
+        out
     }
 
     fn prioritize_candidates(
@@ -427,6 +438,17 @@ impl Extender {
         // cannot leave a half-made plan, so a poisoned lock is still safe to use.
         self.book.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// `value` as JSON. The wire types have string keys only, so encoding cannot fail; should it
+/// ever, the answer is an `Error` the scheduler reports as a failed call.
+pub(crate) fn encode<T: serde::Serialize>(value: &T) -> Vec<u8> {
+    serde_json::to_vec(value).unwrap_or_else(|e| {
+        tracing::error!(error = %e, "cannot encode an extender answer");
+        serde_json::json!({ "Error": format!("cannot encode the answer: {e}") })
+            .to_string()
+            .into_bytes()
+    })
 }
 
 /// Said when a request carries neither candidate list.

@@ -50,6 +50,18 @@ pub struct ExtenderArgsRef<'a> {
     pub node_names: Option<Vec<NodeName<'a>>>,
 }
 
+/// An `ExtenderArgs` as the services take it, however it was read: the reduced pod, the node
+/// objects or the names (borrowed from the body).
+#[derive(Debug)]
+pub struct CandidateRequest<'a> {
+    /// The pod being scheduled.
+    pub pod: SchedulingPod,
+    /// Candidate nodes as full objects (`nodeCacheCapable: false`).
+    pub nodes: Option<List<Node>>,
+    /// Candidate node names (`nodeCacheCapable: true`).
+    pub node_names: Option<&'a [&'a str]>,
+}
+
 /// A node name read from a request body: borrowed from it, owned only when the JSON string
 /// has escapes. (serde's own `Cow<str>` always allocates when it sits inside a `Vec`.)
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -188,6 +200,76 @@ pub struct ExtenderFilterResult {
     pub error: String,
 }
 
+/// Writes `{"Nodes":null,"NodeNames":[...],...}`, the JSON of an [`ExtenderFilterResult`]
+/// in node-cache mode whose names are `passing`, straight from the request's own names (no
+/// `String` per name). Byte for byte what serde_json writes for the owned result.
+pub fn write_filter_names<'a>(
+    out: &mut Vec<u8>,
+    passing: impl ExactSizeIterator<Item = &'a str>,
+    result: &ExtenderFilterResult,
+) {
+    out.reserve(96 + passing.len() * 40);
+    out.extend_from_slice(br#"{"Nodes":null,"NodeNames":["#);
+    for (i, name) in passing.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_str(out, name);
+    }
+    out.extend_from_slice(br#"],"FailedNodes":"#);
+    write_map(out, &result.failed_nodes);
+    out.extend_from_slice(br#","FailedAndUnresolvableNodes":"#);
+    write_map(out, &result.failed_and_unresolvable_nodes);
+    out.extend_from_slice(br#","Error":"#);
+    write_str(out, &result.error);
+    out.push(b'}');
+}
+
+/// Writes the `HostPriority` array of `scores` (host, score), as serde_json writes it.
+pub fn write_priorities<'a>(out: &mut Vec<u8>, scores: impl Iterator<Item = (&'a str, i64)>) {
+    out.push(b'[');
+    for (i, (host, score)) in scores.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(br#"{"Host":"#);
+        write_str(out, host);
+        out.extend_from_slice(br#","Score":"#);
+        out.extend_from_slice(score.to_string().as_bytes());
+        out.push(b'}');
+    }
+    out.push(b']');
+}
+
+/// A JSON string: the bytes as they are when nothing needs an escape (the usual node name),
+/// else serde_json's escaping.
+fn write_str(out: &mut Vec<u8>, text: &str) {
+    let escape = text.bytes().fold(false, |esc, b| {
+        esc | (b < 0x20) | (b == b'"') | (b == b'\\')
+    });
+    if escape {
+        // Writing to a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *out, text);
+    } else {
+        out.push(b'"');
+        out.extend_from_slice(text.as_bytes());
+        out.push(b'"');
+    }
+}
+
+fn write_map(out: &mut Vec<u8>, map: &BTreeMap<String, String>) {
+    out.push(b'{');
+    for (i, (key, value)) in map.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_str(out, key);
+        out.push(b':');
+        write_str(out, value);
+    }
+    out.push(b'}');
+}
+
 /// One host's score in the answer to `prioritize` (the answer is a bare JSON array of these).
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "PascalCase")]
@@ -310,6 +392,52 @@ mod tests {
                 .to_string()
                 .contains("expected a node name")
         );
+    }
+
+    proptest::proptest! {
+        /// The hand-written answers are the serde_json ones, byte for byte, whatever the
+        /// names, reasons and errors hold.
+        #[test]
+        fn written_answers_are_serde_json_answers(
+            names in proptest::collection::vec("([a-z0-9.-]{1,12}|.{0,6})", 0..5),
+            failed in proptest::collection::btree_map(".{0,6}", ".{0,8}", 0..3),
+            unresolvable in proptest::collection::btree_map("[a-z]{1,4}", ".{0,8}", 0..3),
+            error in ".{0,10}",
+            score in -20i64..20,
+        ) {
+            let result = ExtenderFilterResult {
+                nodes: None,
+                node_names: Some(names.clone()),
+                failed_nodes: failed,
+                failed_and_unresolvable_nodes: unresolvable,
+                error,
+            };
+            let mut out = Vec::new();
+            write_filter_names(&mut out, names.iter().map(String::as_str), &result);
+            proptest::prop_assert_eq!(
+                String::from_utf8(out).unwrap(),
+                serde_json::to_string(&result).unwrap()
+            );
+            let scores: Vec<HostPriority> = names
+                .iter()
+                .map(|n| HostPriority { host: n.clone(), score })
+                .collect();
+            let mut out = Vec::new();
+            write_priorities(&mut out, names.iter().map(|n| (n.as_str(), score)));
+            proptest::prop_assert_eq!(
+                String::from_utf8(out).unwrap(),
+                serde_json::to_string(&scores).unwrap()
+            );
+        }
+    }
+
+    #[test]
+    fn names_that_need_escapes_are_escaped() {
+        let mut out = Vec::new();
+        let result = ExtenderFilterResult::default();
+        write_filter_names(&mut out, ["a\"b", "c\\", "d\n", "é"].into_iter(), &result);
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains(r#"["a\"b","c\\","d\n","é"]"#), "{text}");
     }
 
     #[test]

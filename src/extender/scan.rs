@@ -1,0 +1,438 @@
+//! A fast reading of `ExtenderArgs` for the usual request: the top-level object scanned by
+//! hand, node names taken as slices of the body (no allocation and no decoding per name), the
+//! `Pod` and `Nodes` values found by bracket matching and left for serde to read.
+//!
+//! It reads only what it can read exactly: a body with anything unusual (an escape in a key
+//! or a node name, a key other than `Pod`, `Nodes` and `NodeNames`, a key twice, bytes after
+//! the object) is not scanned at all (`None`), and the caller reads it with serde_json, which
+//! also names the problem when there is one. On every body it does scan, the names are the
+//! ones serde_json would read (JSON strings without escapes are their bytes, which must be
+//! UTF-8 without control characters), and the spans of `Pod` and `Nodes` are complete JSON
+//! values whenever serde_json accepts them on their own.
+
+use memchr::memchr2;
+
+/// What [`scan`] found: the raw `Pod` and `Nodes` values and the borrowed names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArgsScan<'a> {
+    /// The `Pod` value's JSON (still to be read).
+    pub pod: &'a [u8],
+    /// The `Nodes` value's JSON when it is not `null`.
+    pub nodes: Option<&'a [u8]>,
+    /// `NodeNames` when it is not `null`.
+    pub node_names: Option<Vec<&'a str>>,
+}
+
+/// Scans `body` as `{"Pod": ..., "Nodes": ..., "NodeNames": [...]}` (keys in any order,
+/// `Nodes` and `NodeNames` optional); `None` when the body needs serde_json's reading.
+pub fn scan(body: &[u8]) -> Option<ArgsScan<'_>> {
+    // JSON is UTF-8 (serde_json refuses anything else in a string): checked once here, so
+    // that every name is a slice of it.
+    let text = std::str::from_utf8(body).ok()?;
+    let mut at = skip_ws(body, 0);
+    expect(body, &mut at, b'{')?;
+    let (mut pod, mut nodes, mut names) = (None, None, None);
+    at = skip_ws(body, at);
+    if body.get(at) == Some(&b'}') {
+        return None;
+    }
+    loop {
+        let key = plain_string(text, &mut at)?.as_bytes();
+        at = skip_ws(body, at);
+        expect(body, &mut at, b':')?;
+        at = skip_ws(body, at);
+        match key {
+            b"Pod" if pod.is_none() => {
+                let end = value_end(body, at)?;
+                pod = Some(&body[at..end]);
+                at = end;
+            }
+            b"Nodes" if nodes.is_none() => {
+                let end = value_end(body, at)?;
+                nodes = Some(Some(&body[at..end]).filter(|v| *v != b"null"));
+                at = end;
+            }
+            b"NodeNames" if names.is_none() => {
+                if body[at..].starts_with(b"null") {
+                    names = Some(None);
+                    at += 4;
+                } else {
+                    names = Some(Some(name_list(text, &mut at)?));
+                }
+            }
+            _ => return None,
+        }
+        at = skip_ws(body, at);
+        match body.get(at)? {
+            b',' => at = skip_ws(body, at + 1),
+            b'}' => break,
+            _ => return None,
+        }
+    }
+    if skip_ws(body, at + 1) != body.len() {
+        return None;
+    }
+    Some(ArgsScan {
+        pod: pod?,
+        nodes: nodes.flatten(),
+        node_names: names.flatten(),
+    })
+}
+
+fn skip_ws(body: &[u8], mut at: usize) -> usize {
+    while let Some(b' ' | b'\n' | b'\r' | b'\t') = body.get(at) {
+        at += 1;
+    }
+    at
+}
+
+fn expect(body: &[u8], at: &mut usize, byte: u8) -> Option<()> {
+    (body.get(*at) == Some(&byte)).then(|| *at += 1)
+}
+
+/// A string without escapes at `at` (which must be its opening quote); moves `at` past the
+/// closing quote. `None` for an escape or a control character.
+fn plain_string<'a>(text: &'a str, at: &mut usize) -> Option<&'a str> {
+    let body = text.as_bytes();
+    expect(body, at, b'"')?;
+    let start = *at;
+    let end = first_special(body, start)?;
+    // A backslash or a control character (JSON forbids them raw; serde_json refuses them).
+    if body[end] != b'"' {
+        return None;
+    }
+    *at = end + 1;
+    // Both ends are ASCII quotes, so char boundaries of the (valid UTF-8) body.
+    text.get(start..end)
+}
+
+/// Eight bytes, each `b`.
+const fn splat(b: u8) -> u64 {
+    0x0101_0101_0101_0101 * b as u64
+}
+
+const HIGH_BITS: u64 = splat(0x80);
+
+/// The high bit of each byte of `word` that is zero, exact up to the first one (the classic
+/// "has a zero byte" test: bytes after the first zero may be flagged falsely, so only the
+/// lowest flag is read).
+const fn zero_bytes(word: u64) -> u64 {
+    word.wrapping_sub(splat(1)) & !word & HIGH_BITS
+}
+
+/// Where, from `at` on, the first byte that ends or interrupts a plain string is: `"`, `\`
+/// or a control character. Eight bytes at a time.
+fn first_special(body: &[u8], mut at: usize) -> Option<usize> {
+    while let Some(chunk) = body.get(at..at + 8) {
+        let word = u64::from_le_bytes(chunk.try_into().ok()?);
+        let found = zero_bytes(word ^ splat(b'"'))
+            | zero_bytes(word ^ splat(b'\\'))
+            // Bytes below 0x20: subtracting 0x20 borrows into the high bit (exact up to the
+            // first such byte, as above; `!word` keeps bytes of 0x80 and more out).
+            | (word.wrapping_sub(splat(0x20)) & !word & HIGH_BITS);
+        if found != 0 {
+            return Some(at + (found.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    body[at..]
+        .iter()
+        .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+        .map(|i| at + i)
+}
+
+/// Where, from `at` on, the first byte that matters to bracket matching outside strings is:
+/// `"`, `{`, `[`, `}` or `]`. Eight bytes at a time.
+fn first_structural(body: &[u8], mut at: usize) -> Option<usize> {
+    while let Some(chunk) = body.get(at..at + 8) {
+        let word = u64::from_le_bytes(chunk.try_into().ok()?);
+        // `[` and `]` are `{` and `}` without the 0x20 bit: one test for each pair.
+        let folded = word | splat(0x20);
+        let found = zero_bytes(word ^ splat(b'"'))
+            | zero_bytes(folded ^ splat(b'{'))
+            | zero_bytes(folded ^ splat(b'}'));
+        if found != 0 {
+            return Some(at + (found.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    body[at..]
+        .iter()
+        .position(|&b| matches!(b, b'"' | b'{' | b'[' | b'}' | b']'))
+        .map(|i| at + i)
+}
+
+/// `[ "name", ... ]` at `at`, every name a plain string; moves `at` past the `]`.
+fn name_list<'a>(text: &'a str, at: &mut usize) -> Option<Vec<&'a str>> {
+    let body = text.as_bytes();
+    expect(body, at, b'[')?;
+    // About one name per 40 bytes of the rest of the body, never more than it can hold.
+    let mut names = Vec::with_capacity((body.len() - *at) / 40);
+    *at = skip_ws(body, *at);
+    if body.get(*at) == Some(&b']') {
+        *at += 1;
+        return Some(names);
+    }
+    loop {
+        names.push(plain_string(text, at)?);
+        *at = skip_ws(body, *at);
+        match body.get(*at)? {
+            b',' => *at = skip_ws(body, *at + 1),
+            b']' => {
+                *at += 1;
+                return Some(names);
+            }
+            _ => return None,
+        }
+    }
+}
+
+/// Where the JSON value starting at `at` ends: past its closing bracket for an object or an
+/// array (brackets inside strings ignored), past the closing quote for a string, at the next
+/// delimiter for a scalar. Only the extent is found; the value is read (and checked) later.
+fn value_end(body: &[u8], at: usize) -> Option<usize> {
+    match body.get(at)? {
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut i = at;
+            loop {
+                i = first_structural(body, i)?;
+                match body[i] {
+                    b'"' => i = string_end(body, i)?,
+                    b'{' | b'[' => {
+                        depth += 1;
+                        i += 1;
+                    }
+                    _ => {
+                        depth -= 1;
+                        i += 1;
+                        if depth == 0 {
+                            return Some(i);
+                        }
+                    }
+                }
+            }
+        }
+        b'"' => string_end(body, at),
+        _ => {
+            let len = body[at..]
+                .iter()
+                .position(|b| matches!(b, b',' | b'}' | b']' | b' ' | b'\n' | b'\r' | b'\t'))?;
+            (len > 0).then_some(at + len)
+        }
+    }
+}
+
+/// Past the closing quote of the string whose opening quote is at `at` (escapes skipped).
+fn string_end(body: &[u8], at: usize) -> Option<usize> {
+    let mut i = at + 1;
+    loop {
+        i += memchr2(b'"', b'\\', body.get(i..)?)?;
+        if body[i] == b'"' {
+            return Some(i + 1);
+        }
+        i += 2;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde::Deserialize;
+    use serde_json::value::RawValue;
+
+    /// What serde_json reads from a body, in the scan's terms.
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Reference<'a> {
+        #[serde(rename = "Pod", borrow)]
+        pod: &'a RawValue,
+        #[serde(rename = "Nodes", borrow, default)]
+        nodes: Option<&'a RawValue>,
+        #[serde(rename = "NodeNames", default)]
+        node_names: Option<Vec<String>>,
+    }
+
+    /// What the server takes from the scan: a scan whose `Pod` and `Nodes` spans are JSON
+    /// values on their own (else it reads the body with serde_json).
+    fn taken(body: &[u8]) -> Option<ArgsScan<'_>> {
+        let scan = scan(body)?;
+        let value = |span: &[u8]| serde_json::from_slice::<&RawValue>(span).is_ok();
+        (value(scan.pod) && scan.nodes.is_none_or(value)).then_some(scan)
+    }
+
+    /// What the server takes from the scan agrees with serde_json: same names, same `Pod` and
+    /// `Nodes` values.
+    fn agrees(body: &[u8]) -> Result<bool, TestCaseError> {
+        let Some(scan) = taken(body) else {
+            return Ok(false);
+        };
+        let reference: Reference = serde_json::from_slice(body)
+            .map_err(|e| TestCaseError::fail(format!("scanned what serde refuses: {e}")))?;
+        prop_assert_eq!(scan.pod, reference.pod.get().as_bytes());
+        prop_assert_eq!(
+            scan.nodes,
+            reference
+                .nodes
+                .map(|n| n.get().as_bytes())
+                .filter(|n| *n != b"null")
+        );
+        let names: Option<Vec<String>> = scan
+            .node_names
+            .map(|v| v.into_iter().map(str::to_string).collect());
+        prop_assert_eq!(names, reference.node_names);
+        Ok(true)
+    }
+
+    #[test]
+    fn reads_what_the_scheduler_sends() {
+        let body = br#"{"Pod":{"metadata":{"name":"p","labels":{"a":"}{]["}}},"Nodes":null,"NodeNames":["n1", "n-2"]}"#;
+        let scan = scan(body).expect("scanned");
+        assert_eq!(
+            scan.pod,
+            br#"{"metadata":{"name":"p","labels":{"a":"}{]["}}}"#
+        );
+        assert_eq!(scan.nodes, None);
+        assert_eq!(scan.node_names, Some(vec!["n1", "n-2"]));
+        let nodes = br#" { "NodeNames" : null , "Nodes" : {"items":[{"metadata":{"name":"n\"1"}}]}, "Pod" : {} } "#;
+        let scan = super::scan(nodes).expect("scanned");
+        assert_eq!(scan.node_names, None);
+        assert_eq!(
+            scan.nodes,
+            Some(&br#"{"items":[{"metadata":{"name":"n\"1"}}]}"#[..])
+        );
+        assert_eq!(scan.pod, b"{}");
+    }
+
+    #[test]
+    fn leaves_the_unusual_to_serde() {
+        for body in [
+            &br#"{"Pod":{},"NodeNames":["n\u0031"]}"#[..],
+            br#"{"Pod":{},"NodeNames":["n1"],"Extra":1}"#,
+            br#"{"Pod":{},"Pod":{}}"#,
+            br#"{"Pod":{}} x"#,
+            br#"{"NodeNames":["n1"]}"#,
+            br#"{"Pod":{},"NodeNames":["a"b"]}"#,
+            b"{\"Pod\":{},\"NodeNames\":[\"a\tb\"]}",
+            b"{\"Pod\":{},\"NodeNames\":[\"\xff\"]}",
+            br#"{"Pod":{},"NodeNames":["n1",]}"#,
+            br#"{"Pod":{"a":"\"}"#,
+            br#"{"Pod":{}"#,
+            b"",
+            b"{}",
+        ] {
+            assert_eq!(
+                scan(body),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(body).to_string()
+            );
+        }
+    }
+
+    /// Node names as the generator makes them: mostly plain, sometimes with an escape, a
+    /// control character, a quote or a non-ASCII letter.
+    fn name() -> impl Strategy<Value = String> {
+        prop_oneof![
+            8 => "[a-z0-9-]{1,40}",
+            1 => "[a-z]{0,5}(\\\\u0041|\\\\n|\\\\\"|\t|\"|é|\\\\)[a-z]{0,5}",
+        ]
+    }
+
+    fn value() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("null".to_string()),
+            Just("{}".to_string()),
+            "[0-9]{1,3}",
+            "\\{\"(a|b\\\\\"|\\}|\\[)\":(\\{\\}|\\[1,\\{\\}\\]|\"[\\]\\}]\"|null)\\}",
+            "\\{\"a\":\\[\\{\"b\":\"\\]\\}\"\\}\\]",
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// The word-at-a-time searches find what a byte-by-byte search finds, wherever the
+        /// byte sits in its word, whatever the bytes around it (all 256 values drawn).
+        #[test]
+        fn word_searches_find_the_first_byte(
+            bytes in proptest::collection::vec(
+                prop_oneof![any::<u8>(), "[a-z]".prop_map(|s| s.as_bytes()[0])], 0..40),
+            from in 0usize..40,
+        ) {
+            let from = from.min(bytes.len());
+            let naive = |hit: fn(u8) -> bool| bytes[from..].iter().position(|&b| hit(b)).map(|i| from + i);
+            prop_assert_eq!(
+                first_special(&bytes, from),
+                naive(|b| b == b'"' || b == b'\\' || b < 0x20)
+            );
+            prop_assert_eq!(
+                first_structural(&bytes, from),
+                naive(|b| matches!(b, b'"' | b'{' | b'[' | b'}' | b']'))
+            );
+        }
+
+        /// Whatever it scans, serde_json reads the same way; and it scans the usual bodies.
+        #[test]
+        fn never_reads_differently_from_serde(
+            pod in value(),
+            nodes in proptest::option::of(value()),
+            names in proptest::option::of(proptest::collection::vec(name(), 0..6)),
+            order in 0usize..6,
+            ws in "[ \n]{0,2}",
+            cut in proptest::option::of(0usize..200),
+        ) {
+            let mut fields = vec![format!("\"Pod\":{ws}{pod}")];
+            if let Some(n) = &nodes {
+                fields.push(format!("\"Nodes\":{n}"));
+            }
+            if let Some(list) = &names {
+                let quoted: Vec<String> = list.iter().map(|n| format!("\"{n}\"")).collect();
+                fields.push(format!("\"NodeNames\":{ws}[{}]", quoted.join(&format!(",{ws}"))));
+            }
+            let turn = order % fields.len();
+            fields.rotate_left(turn);
+            let mut body = format!("{{{}}}{ws}", fields.join(","));
+            if let Some(c) = cut {
+                body.truncate(c.min(body.len()));
+            }
+            let scanned = agrees(body.as_bytes())?;
+            let plain = cut.is_none()
+                && names.iter().flatten().all(|n| n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'));
+            if plain && serde_json::from_str::<Reference>(&body).is_ok() {
+                prop_assert!(scanned, "a usual body is scanned: {}", body);
+            }
+        }
+    }
+
+    /// The generator makes what the property needs: bodies the scan reads, bodies it leaves
+    /// to serde that serde reads, and bodies nobody reads.
+    #[test]
+    fn the_generator_covers_every_outcome() {
+        use proptest::strategy::ValueTree;
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        let (mut scanned, mut left_readable, mut unreadable) = (0, 0, 0);
+        for _ in 0..500 {
+            let names = proptest::collection::vec(name(), 0..6)
+                .new_tree(&mut runner)
+                .unwrap()
+                .current();
+            let pod = value().new_tree(&mut runner).unwrap().current();
+            let quoted: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
+            let body = format!("{{\"Pod\":{pod},\"NodeNames\":[{}]}}", quoted.join(","));
+            match (
+                taken(body.as_bytes()).is_some(),
+                serde_json::from_str::<Reference>(&body).is_ok(),
+            ) {
+                (true, _) => scanned += 1,
+                (false, true) => left_readable += 1,
+                (false, false) => unreadable += 1,
+            }
+        }
+        assert!(
+            scanned > 100 && left_readable > 10 && unreadable > 10,
+            "{scanned} scanned, {left_readable} left to serde, {unreadable} unreadable"
+        );
+    }
+}
