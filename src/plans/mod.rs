@@ -699,7 +699,7 @@ impl PlanBook {
             return Vec::new();
         };
         if let Some(node) = self.pods.get(&facts.uid).and_then(|p| p.bound_to.clone()) {
-            return positions(candidates, |c| c == node);
+            return positions(candidates, &[node.as_str()]);
         }
         let Some(plan) = self.planned_key(&facts).and_then(|k| self.plans.get(&k)) else {
             return Vec::new();
@@ -708,7 +708,7 @@ impl PlanBook {
             return Vec::new();
         };
         let nodes = seat_nodes(plan, &plan.seats[s]);
-        positions(candidates, |c| nodes.contains(&c))
+        positions(candidates, &nodes)
     }
 
     /// Binds at once (no API server in between): [`Self::begin_bind`] then
@@ -1378,7 +1378,7 @@ impl PlanBook {
         let plan = &self.plans[key];
         let nodes = seat_nodes(plan, &plan.seats[seat]);
         let place = describe_seat(plan, &plan.seats[seat]);
-        let pass = positions(candidates, |c| nodes.contains(&c));
+        let pass = positions(candidates, &nodes);
         let reason = if pass.is_empty() {
             format!(
                 "node(s) outside {place} planned for {key} (the seat's node(s) {} were not \
@@ -1769,20 +1769,36 @@ pub fn level_noun(label: &str) -> String {
 }
 
 /// Indices of the candidates matching `keep`.
-fn positions(candidates: &[&str], keep: impl Fn(&str) -> bool) -> Vec<usize> {
+fn positions(candidates: &[&str], wanted: &[&str]) -> Vec<usize> {
+    let wanted: Vec<(&str, u64)> = wanted.iter().map(|w| (*w, tail(w))).collect();
     candidates
         .iter()
         .enumerate()
-        .filter(|(_, c)| keep(c))
+        .filter(|(_, c)| {
+            wanted
+                .iter()
+                .any(|(w, t)| c.len() == w.len() && tail(c) == *t && *c == w)
+        })
         .map(|(i, _)| i)
         .collect()
+}
+
+/// The last eight bytes of a name (fewer, zero-padded, for a shorter one): node names of one
+/// pool share a long prefix and differ at the end, so comparing tails first lets a scan of
+/// thousands of candidates for one seat skip the full comparison almost always.
+fn tail(name: &str) -> u64 {
+    let bytes = name.as_bytes();
+    let mut word = [0u8; 8];
+    let from = bytes.len().saturating_sub(8);
+    word[..bytes.len() - from].copy_from_slice(&bytes[from..]);
+    u64::from_le_bytes(word)
 }
 
 /// Only the candidates named in `allowed` pass.
 fn only(candidates: &[&str], allowed: &[&str], reason: String) -> FilterVerdict {
     FilterVerdict::Only {
         seat: true,
-        pass: positions(candidates, |c| allowed.contains(&c)),
+        pass: positions(candidates, allowed),
         rejected: Rejection {
             reason: reason.into(),
             unresolvable: true,

@@ -84,7 +84,7 @@ impl PlanBook {
             )),
             NodeVerdict::Kept(why) => {
                 let ready = state.node(node).is_some_and(|n| n.ready);
-                let pass = positions(candidates, |c| c == name);
+                let pass = positions(candidates, &[name.as_str()]);
                 if pass.is_empty() || !ready {
                     return waits(format!(
                         "{name} has not failed for {group} ({why}); the pod waits for it"

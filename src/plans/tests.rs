@@ -1251,3 +1251,24 @@ fn notices_say_what_happened_to_a_group_once() {
 mod held_messages;
 mod hot_swap;
 mod scheduling;
+
+#[test]
+fn positions_compare_whole_names_whatever_their_tails() {
+    let candidates = [
+        "gke-pool-a-0001",
+        "gke-pool-b-0001",
+        "n1",
+        "",
+        "x-n1",
+        "gke-pool-a-0001",
+    ];
+    assert_eq!(positions(&candidates, &["gke-pool-a-0001"]), vec![0, 5]);
+    assert_eq!(positions(&candidates, &["n1"]), vec![2]);
+    assert_eq!(positions(&candidates, &[""]), vec![3]);
+    assert_eq!(
+        positions(&candidates, &["n1", "gke-pool-b-0001"]),
+        vec![1, 2]
+    );
+    assert!(positions(&candidates, &["gke-pool-c-0001", "1"]).is_empty());
+    assert_eq!(tail("ab"), u64::from_le_bytes(*b"ab\0\0\0\0\0\0"));
+}

@@ -35,6 +35,8 @@ use crate::keys::{NOT_READY_TAINT, UNSCHEDULABLE_TAINT};
 #[derive(Debug, Clone)]
 pub struct SchedulerView<'c> {
     nodes: &'c [NodeInfo],
+    /// Each node's position in `nodes`, by name.
+    index: std::collections::HashMap<&'c str, usize>,
     /// Per node: requests of pods on it, plus a `pods` count.
     used: Vec<ResourceList>,
     /// The constraints last checked, and per node why they turn it down (`None`: passes).
@@ -97,23 +99,29 @@ impl<'c> SchedulerView<'c> {
         nodes: &'c [NodeInfo],
         bound: impl IntoIterator<Item = (&'a str, &'a ResourceList)>,
     ) -> Self {
-        let index: std::collections::HashMap<&str, usize> = nodes
+        let index = nodes
             .iter()
             .enumerate()
             .map(|(i, n)| (n.name.as_str(), i))
             .collect();
         let mut view = Self {
             nodes,
+            index,
             used: vec![ResourceList::new(); nodes.len()],
             constraint_verdicts: None,
             resource_verdicts: None,
         };
         for (node, requests) in bound {
-            if let Some(&i) = index.get(node) {
+            if let Some(i) = view.position(node) {
                 view.assume(i, requests);
             }
         }
         view
+    }
+
+    /// The position of the node named `name` in [`Self::nodes`].
+    pub fn position(&self, name: &str) -> Option<usize> {
+        self.index.get(name).copied()
     }
 
     /// The nodes.

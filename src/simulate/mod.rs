@@ -383,11 +383,18 @@ impl Simulation<'_, '_> {
         if !result.error.is_empty() {
             return Err(result.error);
         }
+        // Only names among the candidates count, as kube-scheduler checks (it fails the
+        // attempt on any other; here they are left out). `feasible` is in node order.
         let passing: Vec<&str> = result
             .node_names
             .iter()
             .flatten()
-            .filter_map(|n| names.iter().find(|c| **c == n.as_str()).copied())
+            .filter_map(|n| {
+                self.view
+                    .position(n)
+                    .filter(|i| feasible.binary_search(i).is_ok())
+            })
+            .map(|i| nodes[i].name.as_str())
             .collect();
         if passing.is_empty() {
             if let Some(reason) = self.extender.explain(pod) {
@@ -435,7 +442,7 @@ impl Simulation<'_, '_> {
         if !bound.error.is_empty() {
             return Err(bound.error);
         }
-        if let Some(&i) = feasible.iter().find(|&&i| nodes[i].name == node) {
+        if let Some(i) = self.view.position(&node) {
             self.view.assume(i, facts.requests());
         }
         Ok(node)

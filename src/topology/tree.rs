@@ -6,9 +6,14 @@
 //! is one hostname (nodes sharing it pool their allocatable, the first node gives the path),
 //! otherwise a leaf pools every node with the same full label path.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
+
+/// A hash map with a fast hasher (foldhash): the tree's maps are keyed by names and label
+/// values that come from the cluster, rebuilt with it, and never exposed to callers.
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 use std::sync::Arc;
 
+use super::ResourceList;
 use super::node::NodeInfo;
 use crate::keys::HOSTNAME_LABEL;
 
@@ -60,8 +65,8 @@ pub struct TopologyTree {
     /// Member nodes (ready, schedulable, matching the flavor, carrying every level label),
     /// shared with whoever holds the nodes (no copy per tree).
     pub nodes: Vec<Arc<NodeInfo>>,
-    node_leaf: HashMap<String, DomainIdx>,
-    resource_ids: HashMap<String, usize>,
+    node_leaf: FastMap<String, DomainIdx>,
+    resource_ids: FastMap<String, usize>,
     /// The flavor's nodes (those carrying its node labels) that cannot take its pods, and why.
     pub left_out: LeftOut,
 }
@@ -149,6 +154,18 @@ impl LeftOut {
     }
 }
 
+/// Bits that hold every rank of level `lvl` in `paths` (rows of `depth` ranks).
+fn rank_bits(paths: &[u32], depth: usize, lvl: usize) -> u32 {
+    let top = paths
+        .iter()
+        .skip(lvl)
+        .step_by(depth)
+        .max()
+        .copied()
+        .unwrap_or(0);
+    u32::BITS - top.leading_zeros()
+}
+
 /// Why `node` cannot be a member of a tree over `levels`, if it cannot.
 fn left_out_because(node: &NodeInfo, levels: &[String]) -> Option<LeftOutReason> {
     if node.ready_condition_missing {
@@ -197,59 +214,149 @@ impl TopologyTree {
                 }
             })
             .collect();
-        let mut resource_set: BTreeSet<&String> = BTreeSet::new();
+        // Nodes of a pool list the same resources: a key set like the node before's is skipped.
+        let mut resource_set: FastMap<&str, ()> = FastMap::default();
+        let mut previous: Option<&ResourceList> = None;
         for n in &members {
-            resource_set.extend(n.allocatable.keys());
+            if previous.is_some_and(|p| p.keys().eq(n.allocatable.keys())) {
+                continue;
+            }
+            resource_set.extend(n.allocatable.keys().map(|k| (k.as_str(), ())));
+            previous = Some(&n.allocatable);
         }
-        let resources: Vec<String> = resource_set.into_iter().cloned().collect();
-        let resource_ids: HashMap<String, usize> = resources
+        let mut resources: Vec<String> = resource_set.into_keys().map(str::to_string).collect();
+        resources.sort_unstable();
+        let resource_ids: FastMap<String, usize> = resources
             .iter()
             .enumerate()
             .map(|(i, r)| (r.clone(), i))
             .collect();
 
         let depth = levels.len();
-        // Each level's distinct values, sorted: a value's rank stands for it, so label paths
-        // compare as rank tuples (the same order as comparing the strings) without allocating.
-        let ranks: Vec<HashMap<&str, u32>> = levels
+        // Every member's label value at every level, looked up once.
+        let values: Vec<&str> = members
             .iter()
-            .map(|l| {
-                let mut values: Vec<&str> = members.iter().map(|n| n.labels[l].as_str()).collect();
-                values.sort_unstable();
-                values.dedup();
-                values
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, v)| (v, i as u32))
-                    .collect()
-            })
+            .flat_map(|n| levels.iter().map(|l| n.labels[l].as_str()))
             .collect();
-        let mut paths: Vec<u32> = Vec::with_capacity(members.len() * depth);
-        for n in &members {
-            for (l, r) in levels.iter().zip(&ranks) {
-                paths.push(r[n.labels[l].as_str()]);
+        let value = |m: usize, lvl: usize| values[m * depth + lvl];
+        // Label paths as rank tuples: a value's rank stands for it, so paths compare as ranks
+        // (the same order as comparing the strings) without touching the strings again. The
+        // levels above the lowest have few distinct values: ranked by sorting those. The
+        // lowest level (a value per node, usually) is ranked within each parent path only,
+        // which orders paths the same way for a fraction of the string comparisons.
+        let mut paths: Vec<u32> = vec![0; members.len() * depth];
+        for lvl in 0..depth.saturating_sub(1) {
+            let mut ids: FastMap<&str, u32> = FastMap::default();
+            for m in 0..members.len() {
+                let next = ids.len() as u32;
+                paths[m * depth + lvl] = *ids.entry(value(m, lvl)).or_insert(next);
             }
+            let mut distinct: Vec<(&str, u32)> = ids.into_iter().collect();
+            distinct.sort_unstable();
+            let mut rank_of_id = vec![0u32; distinct.len()];
+            for (rank, (_, id)) in distinct.iter().enumerate() {
+                rank_of_id[*id as usize] = rank as u32;
+            }
+            for m in 0..members.len() {
+                let slot = &mut paths[m * depth + lvl];
+                *slot = rank_of_id[*slot as usize];
+            }
+        }
+        // Every member, sorted by its full path.
+        let mut by_path: Vec<usize> = Vec::new();
+        if depth > 0 {
+            let low = depth - 1;
+            // The upper ranks packed into one integer (field widths from each level's count),
+            // so the sort compares one number before the lowest value; paths too wide for
+            // 128 bits compare rank by rank.
+            let widths: Vec<u32> = (0..low).map(|lvl| rank_bits(&paths, depth, lvl)).collect();
+            let packed = widths.iter().sum::<u32>() <= 128;
+            let upper = |m: usize| -> u128 {
+                if !packed {
+                    return 0;
+                }
+                let mut key = 0u128;
+                for (lvl, &bits) in widths.iter().enumerate() {
+                    key = (key << bits) | u128::from(paths[m * depth + lvl]);
+                }
+                key
+            };
+            let mut order: Vec<(u128, &str, usize)> = (0..members.len())
+                .map(|m| (upper(m), value(m, low), m))
+                .collect();
+            order.sort_unstable_by(|a, b| {
+                a.0.cmp(&b.0)
+                    .then_with(|| {
+                        paths[a.2 * depth..a.2 * depth + low]
+                            .cmp(&paths[b.2 * depth..b.2 * depth + low])
+                    })
+                    .then_with(|| a.1.cmp(b.1))
+            });
+            let mut rank = 0u32;
+            for (i, &(key, text, m)) in order.iter().enumerate() {
+                if let Some(&(before_key, before_text, before)) =
+                    i.checked_sub(1).map(|j| &order[j])
+                    && (before_key != key
+                        || before_text != text
+                        || paths[before * depth..before * depth + low]
+                            != paths[m * depth..m * depth + low])
+                {
+                    rank += 1;
+                }
+                paths[m * depth + low] = rank;
+            }
+            by_path = order.into_iter().map(|(_, _, m)| m).collect();
         }
         let path = |m: usize| &paths[m * depth..(m + 1) * depth];
 
         // Leaves: nodes sharing a hostname (hostname-lowest) or a full path (otherwise) pool
         // into one; the first node gives the path.
-        let mut leaf_of_key: HashMap<&[u32], usize> = HashMap::with_capacity(members.len());
         let mut leaves: Vec<(usize, Vec<usize>)> = Vec::new();
-        if depth > 0 {
+        if depth > 0 && hostname_lowest {
+            let mut leaf_of_host: FastMap<&str, usize> =
+                FastMap::with_capacity_and_hasher(members.len(), Default::default());
             for m in 0..members.len() {
-                let p = path(m);
-                let key = if hostname_lowest { &p[depth - 1..] } else { p };
-                match leaf_of_key.get(key) {
+                match leaf_of_host.get(value(m, depth - 1)) {
                     Some(&i) => leaves[i].1.push(m),
                     None => {
-                        leaf_of_key.insert(key, leaves.len());
+                        leaf_of_host.insert(value(m, depth - 1), leaves.len());
+                        leaves.push((m, vec![m]));
+                    }
+                }
+            }
+        } else if depth > 0 {
+            let mut leaf_of_path: FastMap<&[u32], usize> =
+                FastMap::with_capacity_and_hasher(members.len(), Default::default());
+            for m in 0..members.len() {
+                match leaf_of_path.get(path(m)) {
+                    Some(&i) => leaves[i].1.push(m),
+                    None => {
+                        leaf_of_path.insert(path(m), leaves.len());
                         leaves.push((m, vec![m]));
                     }
                 }
             }
         }
-        leaves.sort_unstable_by(|a, b| path(a.0).cmp(path(b.0)));
+        // Leaves in the order of their first node's path: walk the members by path and take
+        // each leaf where its first node comes.
+        let mut leaf_of_member = vec![usize::MAX; members.len()];
+        for (i, (_, nodes)) in leaves.iter().enumerate() {
+            for &m in nodes {
+                leaf_of_member[m] = i;
+            }
+        }
+        let mut drafts: Vec<Option<(usize, Vec<usize>)>> = leaves.into_iter().map(Some).collect();
+        let leaves: Vec<(usize, Vec<usize>)> = by_path
+            .iter()
+            .filter_map(|&m| {
+                let slot = &mut drafts[leaf_of_member[m]];
+                if slot.as_ref().is_some_and(|(first, _)| *first == m) {
+                    slot.take()
+                } else {
+                    None
+                }
+            })
+            .collect();
 
         // Every prefix of a leaf's path is a domain: walking the sorted leaves, a level starts
         // a new domain whenever its value or a level above it changes.
@@ -316,7 +423,7 @@ impl TopologyTree {
             }
             by_level.push(ids);
         }
-        let mut node_leaf = HashMap::with_capacity(members.len());
+        let mut node_leaf = FastMap::with_capacity_and_hasher(members.len(), Default::default());
         if let Some(leaf_ids) = by_level.last() {
             for &leaf in leaf_ids {
                 for &n in &domains[leaf].nodes {
