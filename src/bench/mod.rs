@@ -104,6 +104,8 @@ pub struct Row {
     pub call: String,
     /// Mean request size in bytes.
     pub request_bytes: usize,
+    /// Mean size of kube-tas's answers in bytes.
+    pub answer_bytes: usize,
     /// kube-tas's latencies.
     pub kube_tas: Summary,
     /// The floor's latencies.
@@ -365,6 +367,7 @@ async fn measure_row(
     let mut floor = Samples::with_capacity(config.samples);
     let mut sent = 0;
     let mut bytes = 0usize;
+    let mut answer_bytes = 0usize;
     while sent < total {
         let chunk = CHUNK.min(total - sent);
         for target in [
@@ -384,6 +387,7 @@ async fn measure_row(
                     if addr == servers.kube_tas {
                         ours.push(took);
                         bytes += body.len();
+                        answer_bytes += answer.len();
                     } else {
                         floor.push(took);
                     }
@@ -396,6 +400,7 @@ async fn measure_row(
     Ok(Row {
         call: row.call.clone(),
         request_bytes: bytes / ours.len().max(1),
+        answer_bytes: answer_bytes / ours.len().max(1),
         kube_tas: ours.summary(),
         floor: config.compare_floor.then(|| floor.summary()),
         kube_tas_service,
@@ -705,15 +710,15 @@ pub fn render(report: &Report) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<44} {:>8} {:>22} {:>16} {:>13}",
-        "call", "bytes", "kube-tas p50/p99/p99.9", "floor p50/p99", "ratio p50/p99"
+        "{:<44} {:>8} {:>7} {:>22} {:>16} {:>13}",
+        "call", "bytes", "answer", "kube-tas p50/p99/p99.9", "floor p50/p99", "ratio p50/p99"
     );
     for row in &report.rows {
         let (ours, floor, ratio) = columns(&row.kube_tas, row.floor.as_ref(), true);
         let _ = writeln!(
             out,
-            "{:<44} {:>8} {:>22} {:>16} {:>13}",
-            row.call, row.request_bytes, ours, floor, ratio
+            "{:<44} {:>8} {:>7} {:>22} {:>16} {:>13}",
+            row.call, row.request_bytes, row.answer_bytes, ours, floor, ratio
         );
     }
     let _ = writeln!(
@@ -722,16 +727,16 @@ pub fn render(report: &Report) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<44} {:>8} {:>22} {:>16} {:>13}",
-        "call", "", "kube-tas p50/p99/p99.9", "floor p50/p99", "ratio p50/p99"
+        "{:<44} {:>8} {:>7} {:>22} {:>16} {:>13}",
+        "call", "", "", "kube-tas p50/p99/p99.9", "floor p50/p99", "ratio p50/p99"
     );
     for row in &report.rows {
         let (ours, floor, ratio) =
             columns(&row.kube_tas_service, row.floor_service.as_ref(), false);
         let _ = writeln!(
             out,
-            "{:<44} {:>8} {:>22} {:>16} {:>13}",
-            row.call, "", ours, floor, ratio
+            "{:<44} {:>8} {:>7} {:>22} {:>16} {:>13}",
+            row.call, "", "", ours, floor, ratio
         );
     }
     if let Some(c) = &report.concurrent {

@@ -26,6 +26,7 @@ pub mod kueue;
 pub mod live;
 mod load;
 pub mod pod_requests;
+pub mod pod_resources;
 pub mod pod_view;
 pub mod quantity;
 pub mod role;

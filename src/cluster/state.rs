@@ -34,14 +34,26 @@ use std::borrow::Cow;
 
 use super::group::{GroupKey, PodIndex, PodSetHint};
 use super::kueue::{ClusterQueue, KueueObjects, LocalQueue, ResourceFlavor, Topology};
+pub use super::pod_resources::PodResources;
 use super::scheduling_groups::{GroupId, Origin, PendingMember, SchedulingGroup, pending_member};
 use super::sets::SetEntry;
 use super::workloads::{count_pod_of_role, finish_group_pod_sets};
 use super::{BoundPod, Cluster, LostPod, PendingGroupPod, PendingPodSet, Workload};
 use crate::topology::capacity::FreeCapacity;
-use crate::topology::resources::{PODS, add_pod_usage};
+use crate::topology::resources::PODS;
 use crate::topology::tree::TopologyTree;
 use crate::topology::{NodeInfo, ResourceList};
+
+/// Adds `value` to `name` in `total`, saturating (usage beyond i64 stays "full", never wraps
+/// round to room); a name already there costs no allocation.
+fn add_amount(total: &mut ResourceList, name: &str, value: i64) {
+    match total.get_mut(name) {
+        Some(slot) => *slot = slot.saturating_add(value),
+        None => {
+            total.insert(name.to_string(), value);
+        }
+    }
+}
 
 /// A node's stable id: its interned name.
 pub type NodeId = u32;
@@ -56,10 +68,10 @@ pub struct PodUsage {
     /// The node it holds capacity on.
     pub node: NodeId,
     /// Its effective requests, without the `pods` slot.
-    pub requests: ResourceList,
+    pub requests: PodResources,
     /// Its CPU and memory as kube-scheduler's scoring counts them (the non-zero defaults for
     /// containers that request none; [`crate::cluster::pod_requests::scoring_requests`]).
-    pub scoring: ResourceList,
+    pub scoring: PodResources,
     /// The group it belongs to.
     pub group: GroupKey,
     /// Its PodSet in the group, as the pod says.
@@ -154,7 +166,7 @@ pub struct ClusterState {
     /// By id: the same pods' CPU and memory as scoring counts them.
     scored: Vec<ResourceList>,
     live_nodes: usize,
-    pods: HashMap<String, PodUsage>,
+    pods: HashMap<String, PodUsage, foldhash::fast::RandomState>,
     members: HashMap<GroupKey, BTreeSet<String>>,
     /// Per running group, the pods that left it and are not replaced yet.
     departed: HashMap<GroupKey, Vec<Departed>>,
@@ -406,8 +418,8 @@ impl ClusterState {
                 namespace: pod.namespace.clone(),
                 name: pod.name.clone(),
                 node,
-                requests: pod.requests.clone(),
-                scoring: pod.scoring.clone(),
+                requests: PodResources::from(&pod.requests),
+                scoring: PodResources::from(&pod.scoring),
                 group: pod.group.clone(),
                 pod_set: pod.pod_set.clone(),
                 index: pod.index,
@@ -464,11 +476,14 @@ impl ClusterState {
                 .insert(uid.clone());
         }
         self.usage_generation += 1;
-        add_pod_usage(&mut self.used[usage.node as usize], &usage.requests);
+        let used = &mut self.used[usage.node as usize];
+        for (name, value) in usage.requests.iter().filter(|(n, _)| *n != PODS) {
+            add_amount(used, name, value);
+        }
+        add_amount(used, PODS, 1);
         let scored = &mut self.scored[usage.node as usize];
-        for (name, value) in &usage.scoring {
-            let slot = scored.entry(name.clone()).or_insert(0);
-            *slot = slot.saturating_add(*value);
+        for (name, value) in usage.scoring.iter() {
+            add_amount(scored, name, value);
         }
         self.members
             .entry(usage.group.clone())
@@ -546,7 +561,7 @@ impl ClusterState {
         let p = self.pods.remove(uid)?;
         self.usage_generation += 1;
         let used = &mut self.used[p.node as usize];
-        for (name, value) in &p.requests {
+        for (name, value) in p.requests.iter() {
             if name != PODS
                 && let Some(v) = used.get_mut(name)
             {
@@ -558,7 +573,7 @@ impl ClusterState {
         }
         used.retain(|_, v| *v != 0);
         let scored = &mut self.scored[p.node as usize];
-        for (name, value) in &p.scoring {
+        for (name, value) in p.scoring.iter() {
             if let Some(v) = scored.get_mut(name) {
                 *v -= value;
             }
