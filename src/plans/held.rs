@@ -7,16 +7,34 @@
 //! means no plan holds anything.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::cluster::state::NodeId;
 use crate::topology::ResourceList;
 use crate::topology::resources::{PODS, add_pod_usage};
 
 /// Held capacity, summed per node.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct HeldCapacity {
     by_node: HashMap<NodeId, ResourceList, foldhash::fast::RandomState>,
     seats: u64,
+    version: u64,
+}
+
+impl Default for HeldCapacity {
+    fn default() -> Self {
+        Self {
+            by_node: HashMap::default(),
+            seats: 0,
+            version: next_version(),
+        }
+    }
+}
+
+/// A number no holding of this process had before: versions of different holdings never meet.
+fn next_version() -> u64 {
+    static VERSIONS: AtomicU64 = AtomicU64::new(1);
+    VERSIONS.fetch_add(1, Ordering::Relaxed)
 }
 
 impl HeldCapacity {
@@ -24,6 +42,7 @@ impl HeldCapacity {
     pub fn hold(&mut self, node: NodeId, requests: &ResourceList) {
         add_pod_usage(self.by_node.entry(node).or_default(), requests);
         self.seats += 1;
+        self.version = next_version();
     }
 
     /// Gives back one pod of `requests` held on `node`.
@@ -31,6 +50,7 @@ impl HeldCapacity {
         let Some(entry) = self.by_node.get_mut(&node) else {
             return;
         };
+        self.version = next_version();
         for (name, value) in requests {
             if name != PODS
                 && let Some(v) = entry.get_mut(name)
@@ -49,6 +69,16 @@ impl HeldCapacity {
     /// What is held on a node.
     pub fn at(&self, node: NodeId) -> Option<&ResourceList> {
         self.by_node.get(&node)
+    }
+
+    /// The nodes something is held on.
+    pub fn nodes(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.by_node.keys().copied()
+    }
+
+    /// Changes with every hold and release (and is never the same for two holdings).
+    pub fn version(&self) -> u64 {
+        self.version
     }
 
     /// Nothing is held anywhere.
@@ -77,8 +107,11 @@ mod tests {
         assert_eq!(h.seats(), 2);
         h.release(7, &r);
         assert_eq!(h.at(7).unwrap()["cpu"], 1000);
+        let before = h.version();
         h.release(7, &r);
         assert!(h.is_empty());
         assert_eq!(h.seats(), 0);
+        assert_ne!(h.version(), before);
+        assert_ne!(HeldCapacity::default().version(), h.version());
     }
 }

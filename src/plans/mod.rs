@@ -33,7 +33,7 @@
 //! completion, so no request sees a half-made plan. Counters are atomics ([`PlanCounters`]),
 //! readable without that lock.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -388,6 +388,10 @@ pub struct PlanBook {
     /// ([`scheduling::Memo`]): asked again with nothing changed, the answer is given again
     /// without placing the tree anew.
     scheduling_memo: HashMap<GroupKey, scheduling::Memo>,
+    /// The name tails ([`tail`]) of the nodes something is held on, as of a version of
+    /// `held`: a lone pod's candidates whose tail is not among them hold nothing, and are
+    /// passed without looking their names up.
+    held_tails: (u64, HashSet<u64, foldhash::fast::RandomState>),
 }
 
 impl PlanBook {
@@ -406,6 +410,7 @@ impl PlanBook {
             notices: Vec::new(),
             scheduling_noticed: HashMap::new(),
             scheduling_memo: HashMap::new(),
+            held_tails: (0, HashSet::default()),
         }
     }
 
@@ -1470,7 +1475,7 @@ impl PlanBook {
     /// for all such nodes, so the scheduler's tally stays one line); a node it would not fit
     /// even without them is turned down without blaming them.
     fn lone_filter(
-        &self,
+        &mut self,
         state: &ClusterState,
         facts: &PodFacts,
         candidates: &[&str],
@@ -1479,9 +1484,21 @@ impl PlanBook {
         if self.held.is_empty() {
             return FilterVerdict::Except { rejected };
         }
+        if self.held_tails.0 != self.held.version() {
+            let tails = self
+                .held
+                .nodes()
+                .filter_map(|id| state.name_of(id))
+                .map(tail)
+                .collect();
+            self.held_tails = (self.held.version(), tails);
+        }
         let mut held_back: Vec<(usize, NodeId)> = Vec::new();
         let mut full: Vec<usize> = Vec::new();
         for (i, name) in candidates.iter().enumerate() {
+            if !self.held_tails.1.contains(&tail(name)) {
+                continue;
+            }
             let Some(id) = state.node_id(name) else {
                 continue;
             };
