@@ -62,8 +62,9 @@ pub fn routes(extender: Extender) -> Router {
 // the blocking pool and back costs about 100 µs (measured at 15,000 names: 620 against the
 // floor's 551 µs with the hop, for 243 against 279 µs of service time). kube-scheduler calls
 // one pod at a time, so this holds at most one of the workers; the other keeps answering the
-// webhook and the probes. Larger bodies (`nodeCacheCapable: false` with full Node objects)
-// go to `spawn_blocking` so that a worker is never held for longer. Either way a panic inside
+// webhook and the probes. A body with full Node objects (`nodeCacheCapable: false`, not the
+// shipped setting) is read on the worker too up to the same size, some hundreds of nodes and
+// about 10 ms; larger bodies go to `spawn_blocking`. Either way a panic inside
 // the service is caught and answered in protocol form instead of tearing down the
 // connection. The first pod of a big gang makes its plan on the worker too (milliseconds at
 // 10,000 pods, once per gang).

@@ -535,6 +535,101 @@ mod tests {
             .cpu(8)
     }
 
+    fn values(tree: &TopologyTree, d: DomainIdx) -> Vec<&str> {
+        tree.domains[d].values.iter().map(String::as_str).collect()
+    }
+
+    /// Nodes sharing a hostname pool into one leaf whatever their other labels, and the first
+    /// of them (in input order) gives the leaf its path; leaves are in path order.
+    #[test]
+    fn a_shared_hostname_pools_under_the_first_nodes_path() {
+        let nodes = [
+            node("n-a").block("b2").label(HOST, "h1").build(),
+            node("n-b").block("b1").label(HOST, "h1").build(),
+            node("n-c").block("b1").label(HOST, "h0").build(),
+        ];
+        let tree = TopologyTree::build("t", &levels(), &flavor_labels(), nodes.map(Arc::new));
+        let leaves = tree.leaves();
+        assert_eq!(leaves.len(), 2);
+        assert_eq!(values(&tree, leaves[0]), ["b1", "r1", "h0"]);
+        assert_eq!(values(&tree, leaves[1]), ["b2", "r1", "h1"]);
+        let pooled: Vec<&str> = tree.domains[leaves[1]]
+            .nodes
+            .iter()
+            .map(|&m| tree.nodes[m].name.as_str())
+            .collect();
+        assert_eq!(pooled, ["n-a", "n-b"]);
+        let cpu = tree.resource_id("cpu").unwrap();
+        assert_eq!(
+            tree.domains[leaves[1]].capacity[cpu], 16_000,
+            "both nodes' cpu"
+        );
+        assert_eq!(tree.leaf_of_node("n-b"), Some(leaves[1]));
+    }
+
+    /// Whatever order the nodes come in, every level lists its domains by label path, each
+    /// domain's rank is its place there, children are in path order under their parent, and
+    /// a path shared by nodes without the hostname level is one leaf.
+    #[test]
+    fn domains_are_in_path_order_whatever_the_input_order() {
+        let mut nodes = Vec::new();
+        for (i, (b, r, h)) in [
+            ("b2", "r2", "h9"),
+            ("b1", "r2", "h3"),
+            ("b2", "r1", "h1"),
+            ("b1", "r1", "h4"),
+            ("b1", "r2", "h2"),
+            ("b10", "r1", "h0"),
+            ("b1", "r1", "h10"),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            nodes.push(Arc::new(
+                node(&format!("n{i}"))
+                    .block(b)
+                    .rack(r)
+                    .label(HOST, h)
+                    .build(),
+            ));
+        }
+        let tree = TopologyTree::build("t", &levels(), &flavor_labels(), nodes.clone());
+        let paths: Vec<Vec<&str>> = tree.leaves().iter().map(|&d| values(&tree, d)).collect();
+        let mut sorted = paths.clone();
+        sorted.sort();
+        assert_eq!(paths, sorted);
+        assert_eq!(paths[0], ["b1", "r1", "h10"]);
+        for level in &tree.by_level {
+            for (rank, &d) in level.iter().enumerate() {
+                assert_eq!(tree.domains[d].rank, rank);
+                let children: Vec<Vec<&str>> = tree.domains[d]
+                    .children
+                    .iter()
+                    .map(|&c| values(&tree, c))
+                    .collect();
+                let mut in_order = children.clone();
+                in_order.sort();
+                assert_eq!(children, in_order);
+                if let Some(p) = tree.domains[d].parent {
+                    assert!(tree.domains[p].children.contains(&d));
+                }
+            }
+        }
+        let counts: Vec<usize> = tree.by_level.iter().map(Vec::len).collect();
+        assert_eq!(counts, [3, 5, 7]);
+        // Without the hostname level, nodes of one rack share a leaf.
+        let two = vec![BLOCK.to_string(), RACK.to_string()];
+        let tree = TopologyTree::build("t", &two, &flavor_labels(), nodes);
+        assert_eq!(tree.leaves().len(), 5);
+        let b1r2 = tree
+            .leaves()
+            .iter()
+            .find(|&&d| values(&tree, d) == ["b1", "r2"])
+            .copied()
+            .unwrap();
+        assert_eq!(tree.domains[b1r2].nodes.len(), 2);
+    }
+
     /// Each reason a node of the flavor takes none of its pods is counted and named; nodes of
     /// other flavors are not the flavor's to report, and healthy nodes are members.
     #[test]
