@@ -832,7 +832,7 @@ pub(crate) fn node_info(node: Node, name: String) -> Result<NodeInfo, FieldError
     let status = node.status.unwrap_or_default();
     let mut allocatable = ResourceList::new();
     for (resource, q) in status.allocatable.iter().flatten() {
-        let value = parse_non_negative(q, resource, &format!("status.allocatable.{resource}"))?;
+        let value = parse_non_negative(q, resource, &|| format!("status.allocatable.{resource}"))?;
         allocatable.insert(resource.clone(), resource_amount(resource, value));
     }
     let ready_condition = status

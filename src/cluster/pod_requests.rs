@@ -37,14 +37,14 @@ type ExactList = BTreeMap<String, QuantityValue>;
 pub fn pod_requests(spec: &PodSpec, spec_path: &str) -> Result<ResourceList, FieldError> {
     let mut total = ExactList::new();
     for (i, c) in spec.containers.iter().enumerate() {
-        let requests = container_requests(c, &format!("{spec_path}.containers[{i}]"))?;
+        let requests = container_requests(c, &|| format!("{spec_path}.containers[{i}]"))?;
         add_into(&mut total, &requests);
     }
 
     let mut sidecars = ExactList::new();
     let mut init_peak = ExactList::new();
     for (i, c) in spec.init_containers.iter().flatten().enumerate() {
-        let requests = container_requests(c, &format!("{spec_path}.initContainers[{i}]"))?;
+        let requests = container_requests(c, &|| format!("{spec_path}.initContainers[{i}]"))?;
         if c.restart_policy.as_deref() == Some("Always") {
             add_into(&mut total, &requests);
             add_into(&mut sidecars, &requests);
@@ -58,9 +58,12 @@ pub fn pod_requests(spec: &PodSpec, spec_path: &str) -> Result<ResourceList, Fie
     max_into(&mut total, &init_peak);
 
     if let Some(pod_level) = &spec.resources {
-        let path = format!("{spec_path}.resources");
-        let requests = parse_list(pod_level.requests.as_ref(), &format!("{path}.requests"))?;
-        let limits = parse_list(pod_level.limits.as_ref(), &format!("{path}.limits"))?;
+        let requests = parse_list(pod_level.requests.as_ref(), &|| {
+            format!("{spec_path}.resources.requests")
+        })?;
+        let limits = parse_list(pod_level.limits.as_ref(), &|| {
+            format!("{spec_path}.resources.limits")
+        })?;
         for (name, value) in requests {
             if is_pod_level_resource(&name) {
                 total.insert(name, value);
@@ -77,7 +80,7 @@ pub fn pod_requests(spec: &PodSpec, spec_path: &str) -> Result<ResourceList, Fie
         }
     }
 
-    let overhead = parse_list(spec.overhead.as_ref(), &format!("{spec_path}.overhead"))?;
+    let overhead = parse_list(spec.overhead.as_ref(), &|| format!("{spec_path}.overhead"))?;
     add_into(&mut total, &overhead);
 
     // Each quantity fits on its own; their sum must too, or it would be clamped.
@@ -136,7 +139,7 @@ pub fn container_request_lists(
         .iter()
         .enumerate()
         .map(|(i, c)| {
-            let requests = container_requests(c, &format!("{spec_path}.containers[{i}]"))?;
+            let requests = container_requests(c, &|| format!("{spec_path}.containers[{i}]"))?;
             Ok(requests
                 .into_iter()
                 .map(|(name, value)| {
@@ -148,19 +151,21 @@ pub fn container_request_lists(
         .collect()
 }
 
+/// Where a field sits, written only when an error names it (the usual pod has none, and
+/// formatting every path cost more than parsing its quantities).
+pub(crate) type FieldPath<'a> = &'a dyn Fn() -> String;
+
 /// A container's requests, with limits standing in for missing requests.
-fn container_requests(c: &Container, path: &str) -> Result<ExactList, FieldError> {
+fn container_requests(c: &Container, path: FieldPath<'_>) -> Result<ExactList, FieldError> {
     let Some(resources) = &c.resources else {
         return Ok(ExactList::new());
     };
-    let mut requests = parse_list(
-        resources.requests.as_ref(),
-        &format!("{path}.resources.requests"),
-    )?;
-    let limits = parse_list(
-        resources.limits.as_ref(),
-        &format!("{path}.resources.limits"),
-    )?;
+    let mut requests = parse_list(resources.requests.as_ref(), &|| {
+        format!("{}.resources.requests", path())
+    })?;
+    let limits = parse_list(resources.limits.as_ref(), &|| {
+        format!("{}.resources.limits", path())
+    })?;
     for (name, value) in limits {
         requests.entry(name).or_insert(value);
     }
@@ -170,13 +175,13 @@ fn container_requests(c: &Container, path: &str) -> Result<ExactList, FieldError
 /// Parses a `ResourceList` field; each bad entry is reported as `{path}.{name}`.
 pub(crate) fn parse_list(
     list: Option<&BTreeMap<String, Quantity>>,
-    path: &str,
+    path: FieldPath<'_>,
 ) -> Result<ExactList, FieldError> {
     let mut out = ExactList::new();
     for (name, q) in list.into_iter().flatten() {
         out.insert(
             name.clone(),
-            parse_non_negative(q, name, &format!("{path}.{name}"))?,
+            parse_non_negative(q, name, &|| format!("{}.{name}", path()))?,
         );
     }
     Ok(out)
@@ -188,18 +193,18 @@ pub(crate) fn parse_list(
 pub(crate) fn parse_non_negative(
     q: &Quantity,
     resource: &str,
-    path: &str,
+    path: FieldPath<'_>,
 ) -> Result<QuantityValue, FieldError> {
-    let value = parse_quantity(&q.0).map_err(|e| FieldError::new(path, e.to_string()))?;
+    let value = parse_quantity(&q.0).map_err(|e| FieldError::new(path(), e.to_string()))?;
     if value.is_negative() {
         return Err(FieldError::new(
-            path,
+            path(),
             format!("must be greater than or equal to 0, got {:?}", q.0),
         ));
     }
     if !fits_count(resource, value) {
         return Err(FieldError::new(
-            path,
+            path(),
             format!(
                 "{:?} is beyond what can be counted ({} {}); it would be clamped",
                 q.0,

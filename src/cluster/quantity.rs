@@ -164,8 +164,14 @@ pub fn parse_quantity(s: &str) -> Result<QuantityValue, QuantityError> {
     };
 
     // value = digits(num ++ denom) × 10^(pow10 − len(denom)) × 2^pow2; in nano units add 9.
-    let digits = format!("{num}{denom}");
-    let digits = digits.trim_start_matches('0');
+    // `num` has no leading zero: only a fraction needs the two joined.
+    let joined;
+    let digits = if denom.is_empty() {
+        num
+    } else {
+        joined = format!("{num}{denom}");
+        joined.trim_start_matches('0')
+    };
     if digits.is_empty() {
         return Ok(QuantityValue::ZERO);
     }

@@ -32,6 +32,8 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use k8s_openapi::List;
+use k8s_openapi::api::core::v1::Node;
 use serde::Deserialize;
 use serde::Serialize;
 use tracing::Instrument;
@@ -115,15 +117,13 @@ pub fn prioritize_answer(extender: &Extender, body: &[u8]) -> Result<Vec<u8>, St
 /// usual shape (names borrowed, [`scan`]), else read by serde_json, which also says what is
 /// wrong with a bad body.
 fn read_args<T>(body: &[u8], serve: impl FnOnce(CandidateRequest<'_>) -> T) -> Result<T, String> {
-    if let Some(scanned) = scan::scan(body)
-        && let Ok(pod) = serde_json::from_slice::<SchedulingPod>(scanned.pod)
-        && let Ok(nodes) = scanned.nodes.map(serde_json::from_slice).transpose()
-    {
-        record_pod(&pod);
+    if let Some(scanned) = scan::scan::<SchedulingPod, Option<List<Node>>>(body) {
+        record_pod(&scanned.pod);
         return Ok(serve(CandidateRequest {
-            pod,
-            nodes,
+            pod: scanned.pod,
+            nodes: scanned.nodes.flatten(),
             node_names: scanned.node_names.as_deref(),
+            compact_names: scanned.compact_names,
         }));
     }
     let args = parse::<ExtenderArgsRef>(body)?;
@@ -136,6 +136,7 @@ fn read_args<T>(body: &[u8], serve: impl FnOnce(CandidateRequest<'_>) -> T) -> R
         pod: args.pod,
         nodes: args.nodes,
         node_names: names.as_deref(),
+        compact_names: None,
     }))
 }
 

@@ -178,7 +178,7 @@ impl Extender {
         match self.decide_filter(&pod, names) {
             Ok((result, pass)) => {
                 let mut out = Vec::new();
-                wire::write_filter_names(&mut out, pass.iter().map(|&i| names[i]), &result);
+                wire::write_filter_names(&mut out, names, &pass, request.compact_names, &result);
                 out
             }
             Err(e) => encode(&error_result(&e)),

@@ -1,37 +1,46 @@
 //! A fast reading of `ExtenderArgs` for the usual request: the top-level object scanned by
 //! hand, node names taken as slices of the body (no allocation and no decoding per name), the
-//! `Pod` and `Nodes` values found by bracket matching and left for serde to read.
+//! `Pod` and `Nodes` values read by serde_json where they stand (one pass over each, which also
+//! says where it ends).
 //!
 //! It reads only what it can read exactly: a body with anything unusual (an escape in a key
-//! or a node name, a key other than `Pod`, `Nodes` and `NodeNames`, a key twice, bytes after
-//! the object) is not scanned at all (`None`), and the caller reads it with serde_json, which
-//! also names the problem when there is one. On every body it does scan, the names are the
-//! ones serde_json would read (JSON strings without escapes are their bytes, which must be
-//! UTF-8 without control characters), and the spans of `Pod` and `Nodes` are complete JSON
-//! values whenever serde_json accepts them on their own.
+//! or a node name, a key other than `Pod`, `Nodes` and `NodeNames`, a key twice, a value
+//! serde_json refuses, bytes after the object) is not scanned at all (`None`), and the caller
+//! reads it with serde_json, which also names the problem when there is one. On every body it
+//! does scan, the names and values are the ones serde_json would read (JSON strings without
+//! escapes are their bytes, which must be UTF-8 without control characters).
 
-use memchr::memchr2;
+use serde::Deserialize;
 
-/// What [`scan`] found: the raw `Pod` and `Nodes` values and the borrowed names.
+/// What [`scan`] found: the `Pod` and `Nodes` values as read and the borrowed names.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ArgsScan<'a> {
-    /// The `Pod` value's JSON (still to be read).
-    pub pod: &'a [u8],
-    /// The `Nodes` value's JSON when it is not `null`.
-    pub nodes: Option<&'a [u8]>,
+pub struct ArgsScan<'a, P, N> {
+    /// The `Pod` value.
+    pub pod: P,
+    /// The `Nodes` value (its type's reading of `null` when the key is absent).
+    pub nodes: Option<N>,
     /// `NodeNames` when it is not `null`.
     pub node_names: Option<Vec<&'a str>>,
+    /// The `NodeNames` array exactly as sent when it is compact (nothing between the plain
+    /// names but commas): the answer can copy it whole when every name passes.
+    pub compact_names: Option<&'a str>,
 }
 
 /// Scans `body` as `{"Pod": ..., "Nodes": ..., "NodeNames": [...]}` (keys in any order,
-/// `Nodes` and `NodeNames` optional); `None` when the body needs serde_json's reading.
-pub fn scan(body: &[u8]) -> Option<ArgsScan<'_>> {
+/// `Nodes` and `NodeNames` optional), reading `Pod` as `P` and `Nodes` as `N`; `None` when
+/// the body needs serde_json's reading.
+pub fn scan<'a, P, N>(body: &'a [u8]) -> Option<ArgsScan<'a, P, N>>
+where
+    P: Deserialize<'a>,
+    N: Deserialize<'a>,
+{
     // JSON is UTF-8 (serde_json refuses anything else in a string): checked once here, so
     // that every name is a slice of it.
     let text = std::str::from_utf8(body).ok()?;
     let mut at = skip_ws(body, 0);
     expect(body, &mut at, b'{')?;
     let (mut pod, mut nodes, mut names) = (None, None, None);
+    let mut compact_names = None;
     at = skip_ws(body, at);
     if body.get(at) == Some(&b'}') {
         return None;
@@ -42,22 +51,21 @@ pub fn scan(body: &[u8]) -> Option<ArgsScan<'_>> {
         expect(body, &mut at, b':')?;
         at = skip_ws(body, at);
         match key {
-            b"Pod" if pod.is_none() => {
-                let end = value_end(body, at)?;
-                pod = Some(&body[at..end]);
-                at = end;
-            }
-            b"Nodes" if nodes.is_none() => {
-                let end = value_end(body, at)?;
-                nodes = Some(Some(&body[at..end]).filter(|v| *v != b"null"));
-                at = end;
-            }
+            b"Pod" if pod.is_none() => pod = Some(read_value(body, &mut at)?),
+            b"Nodes" if nodes.is_none() => nodes = Some(read_value(body, &mut at)?),
             b"NodeNames" if names.is_none() => {
                 if body[at..].starts_with(b"null") {
                     names = Some(None);
                     at += 4;
                 } else {
-                    names = Some(Some(name_list(text, &mut at)?));
+                    let start = at;
+                    let list = name_list(text, &mut at)?;
+                    // `[`, `]`, two quotes and a comma per name, one comma fewer.
+                    let compact_len = list.iter().map(|n| n.len() + 3).sum::<usize>()
+                        + usize::from(list.is_empty())
+                        + 1;
+                    compact_names = text.get(start..at).filter(|a| a.len() == compact_len);
+                    names = Some(Some(list));
                 }
             }
             _ => return None,
@@ -74,9 +82,19 @@ pub fn scan(body: &[u8]) -> Option<ArgsScan<'_>> {
     }
     Some(ArgsScan {
         pod: pod?,
-        nodes: nodes.flatten(),
+        nodes,
         node_names: names.flatten(),
+        compact_names,
     })
+}
+
+/// The JSON value at `at`, read by serde_json as `T`; moves `at` past it. `None` when serde
+/// refuses it.
+fn read_value<'a, T: Deserialize<'a>>(body: &'a [u8], at: &mut usize) -> Option<T> {
+    let mut values = serde_json::Deserializer::from_slice(body.get(*at..)?).into_iter::<T>();
+    let value = values.next()?.ok()?;
+    *at += values.byte_offset();
+    Some(value)
 }
 
 fn skip_ws(body: &[u8], mut at: usize) -> usize {
@@ -120,6 +138,11 @@ const fn zero_bytes(word: u64) -> u64 {
     word.wrapping_sub(splat(1)) & !word & HIGH_BITS
 }
 
+/// `text` needs no escape as a JSON string: no `"`, `\` or control character in it.
+pub(super) fn is_plain(text: &str) -> bool {
+    first_special(text.as_bytes(), 0).is_none()
+}
+
 /// Where, from `at` on, the first byte that ends or interrupts a plain string is: `"`, `\`
 /// or a control character. Eight bytes at a time.
 fn first_special(body: &[u8], mut at: usize) -> Option<usize> {
@@ -138,27 +161,6 @@ fn first_special(body: &[u8], mut at: usize) -> Option<usize> {
     body[at..]
         .iter()
         .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
-        .map(|i| at + i)
-}
-
-/// Where, from `at` on, the first byte that matters to bracket matching outside strings is:
-/// `"`, `{`, `[`, `}` or `]`. Eight bytes at a time.
-fn first_structural(body: &[u8], mut at: usize) -> Option<usize> {
-    while let Some(chunk) = body.get(at..at + 8) {
-        let word = u64::from_le_bytes(chunk.try_into().ok()?);
-        // `[` and `]` are `{` and `}` without the 0x20 bit: one test for each pair.
-        let folded = word | splat(0x20);
-        let found = zero_bytes(word ^ splat(b'"'))
-            | zero_bytes(folded ^ splat(b'{'))
-            | zero_bytes(folded ^ splat(b'}'));
-        if found != 0 {
-            return Some(at + (found.trailing_zeros() / 8) as usize);
-        }
-        at += 8;
-    }
-    body[at..]
-        .iter()
-        .position(|&b| matches!(b, b'"' | b'{' | b'[' | b'}' | b']'))
         .map(|i| at + i)
 }
 
@@ -187,54 +189,6 @@ fn name_list<'a>(text: &'a str, at: &mut usize) -> Option<Vec<&'a str>> {
     }
 }
 
-/// Where the JSON value starting at `at` ends: past its closing bracket for an object or an
-/// array (brackets inside strings ignored), past the closing quote for a string, at the next
-/// delimiter for a scalar. Only the extent is found; the value is read (and checked) later.
-fn value_end(body: &[u8], at: usize) -> Option<usize> {
-    match body.get(at)? {
-        b'{' | b'[' => {
-            let mut depth = 0usize;
-            let mut i = at;
-            loop {
-                i = first_structural(body, i)?;
-                match body[i] {
-                    b'"' => i = string_end(body, i)?,
-                    b'{' | b'[' => {
-                        depth += 1;
-                        i += 1;
-                    }
-                    _ => {
-                        depth -= 1;
-                        i += 1;
-                        if depth == 0 {
-                            return Some(i);
-                        }
-                    }
-                }
-            }
-        }
-        b'"' => string_end(body, at),
-        _ => {
-            let len = body[at..]
-                .iter()
-                .position(|b| matches!(b, b',' | b'}' | b']' | b' ' | b'\n' | b'\r' | b'\t'))?;
-            (len > 0).then_some(at + len)
-        }
-    }
-}
-
-/// Past the closing quote of the string whose opening quote is at `at` (escapes skipped).
-fn string_end(body: &[u8], at: usize) -> Option<usize> {
-    let mut i = at + 1;
-    loop {
-        i += memchr2(b'"', b'\\', body.get(i..)?)?;
-        if body[i] == b'"' {
-            return Some(i + 1);
-        }
-        i += 2;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -254,33 +208,34 @@ mod tests {
         node_names: Option<Vec<String>>,
     }
 
-    /// What the server takes from the scan: a scan whose `Pod` and `Nodes` spans are JSON
-    /// values on their own (else it reads the body with serde_json).
-    fn taken(body: &[u8]) -> Option<ArgsScan<'_>> {
-        let scan = scan(body)?;
-        let value = |span: &[u8]| serde_json::from_slice::<&RawValue>(span).is_ok();
-        (value(scan.pod) && scan.nodes.is_none_or(value)).then_some(scan)
+    /// The scan with both values left raw, as the tests compare them.
+    fn taken(body: &[u8]) -> Option<ArgsScan<'_, &RawValue, Option<&RawValue>>> {
+        scan(body)
     }
 
-    /// What the server takes from the scan agrees with serde_json: same names, same `Pod` and
-    /// `Nodes` values.
+    /// What the scan reads agrees with serde_json: same names, same `Pod` and `Nodes` values.
     fn agrees(body: &[u8]) -> Result<bool, TestCaseError> {
         let Some(scan) = taken(body) else {
             return Ok(false);
         };
         let reference: Reference = serde_json::from_slice(body)
             .map_err(|e| TestCaseError::fail(format!("scanned what serde refuses: {e}")))?;
-        prop_assert_eq!(scan.pod, reference.pod.get().as_bytes());
+        prop_assert_eq!(scan.pod.get(), reference.pod.get());
         prop_assert_eq!(
-            scan.nodes,
-            reference
-                .nodes
-                .map(|n| n.get().as_bytes())
-                .filter(|n| *n != b"null")
+            scan.nodes.flatten().map(RawValue::get),
+            reference.nodes.map(RawValue::get)
         );
         let names: Option<Vec<String>> = scan
             .node_names
             .map(|v| v.into_iter().map(str::to_string).collect());
+        if let Some(array) = scan.compact_names {
+            prop_assert_eq!(
+                Some(array.to_string()),
+                names
+                    .as_ref()
+                    .map(|n| serde_json::to_string(n).unwrap_or_default())
+            );
+        }
         prop_assert_eq!(names, reference.node_names);
         Ok(true)
     }
@@ -288,21 +243,32 @@ mod tests {
     #[test]
     fn reads_what_the_scheduler_sends() {
         let body = br#"{"Pod":{"metadata":{"name":"p","labels":{"a":"}{]["}}},"Nodes":null,"NodeNames":["n1", "n-2"]}"#;
-        let scan = scan(body).expect("scanned");
+        let scan = taken(body).expect("scanned");
         assert_eq!(
-            scan.pod,
-            br#"{"metadata":{"name":"p","labels":{"a":"}{]["}}}"#
+            scan.pod.get(),
+            r#"{"metadata":{"name":"p","labels":{"a":"}{]["}}}"#
         );
-        assert_eq!(scan.nodes, None);
+        assert!(matches!(scan.nodes, Some(None)), "{:?}", scan.nodes);
         assert_eq!(scan.node_names, Some(vec!["n1", "n-2"]));
+        // A space after a comma: not compact.
+        assert_eq!(scan.compact_names, None);
         let nodes = br#" { "NodeNames" : null , "Nodes" : {"items":[{"metadata":{"name":"n\"1"}}]}, "Pod" : {} } "#;
-        let scan = super::scan(nodes).expect("scanned");
+        let scan = taken(nodes).expect("scanned");
         assert_eq!(scan.node_names, None);
         assert_eq!(
-            scan.nodes,
-            Some(&br#"{"items":[{"metadata":{"name":"n\"1"}}]}"#[..])
+            scan.nodes.flatten().map(RawValue::get),
+            Some(r#"{"items":[{"metadata":{"name":"n\"1"}}]}"#)
         );
-        assert_eq!(scan.pod, b"{}");
+        assert_eq!(scan.pod.get(), "{}");
+        // Read as the server reads them: the value's own type, where it stands.
+        let typed: ArgsScan<'_, serde_json::Value, Option<Vec<u8>>> =
+            super::scan(br#"{"Nodes":[1,2],"Pod":{"a":[1]},"NodeNames":[]}"#).expect("scanned");
+        assert_eq!(typed.pod, serde_json::json!({"a": [1]}));
+        assert_eq!(typed.nodes, Some(Some(vec![1, 2])));
+        assert_eq!(typed.node_names, Some(vec![]));
+        assert_eq!(typed.compact_names, Some("[]"));
+        let compact = taken(br#"{"Pod":{},"NodeNames":["a","bc"]}"#).expect("scanned");
+        assert_eq!(compact.compact_names, Some(r#"["a","bc"]"#));
     }
 
     #[test]
@@ -322,9 +288,8 @@ mod tests {
             b"",
             b"{}",
         ] {
-            assert_eq!(
-                scan(body),
-                None,
+            assert!(
+                taken(body).is_none(),
                 "{:?}",
                 String::from_utf8_lossy(body).to_string()
             );
@@ -353,10 +318,10 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(2000))]
 
-        /// The word-at-a-time searches find what a byte-by-byte search finds, wherever the
+        /// The word-at-a-time search finds what a byte-by-byte search finds, wherever the
         /// byte sits in its word, whatever the bytes around it (all 256 values drawn).
         #[test]
-        fn word_searches_find_the_first_byte(
+        fn word_search_finds_the_first_byte(
             bytes in proptest::collection::vec(
                 prop_oneof![any::<u8>(), "[a-z]".prop_map(|s| s.as_bytes()[0])], 0..40),
             from in 0usize..40,
@@ -366,10 +331,6 @@ mod tests {
             prop_assert_eq!(
                 first_special(&bytes, from),
                 naive(|b| b == b'"' || b == b'\\' || b < 0x20)
-            );
-            prop_assert_eq!(
-                first_structural(&bytes, from),
-                naive(|b| matches!(b, b'"' | b'{' | b'[' | b'}' | b']'))
             );
         }
 
@@ -413,7 +374,7 @@ mod tests {
     fn the_generator_covers_every_outcome() {
         use proptest::strategy::ValueTree;
         let mut runner = proptest::test_runner::TestRunner::deterministic();
-        let (mut scanned, mut left_readable, mut unreadable) = (0, 0, 0);
+        let (mut scanned, mut left_readable, mut unreadable, mut compact) = (0, 0, 0, 0);
         for _ in 0..500 {
             let names = proptest::collection::vec(name(), 0..6)
                 .new_tree(&mut runner)
@@ -426,14 +387,20 @@ mod tests {
                 taken(body.as_bytes()).is_some(),
                 serde_json::from_str::<Reference>(&body).is_ok(),
             ) {
-                (true, _) => scanned += 1,
+                (true, _) => {
+                    scanned += 1;
+                    compact += usize::from(
+                        taken(body.as_bytes()).is_some_and(|s| s.compact_names.is_some()),
+                    );
+                }
                 (false, true) => left_readable += 1,
                 (false, false) => unreadable += 1,
             }
         }
         assert!(
-            scanned > 100 && left_readable > 10 && unreadable > 10,
-            "{scanned} scanned, {left_readable} left to serde, {unreadable} unreadable"
+            scanned > 100 && compact > 100 && left_readable > 10 && unreadable > 10,
+            "{scanned} scanned ({compact} compact), {left_readable} left to serde, \
+             {unreadable} unreadable"
         );
     }
 }

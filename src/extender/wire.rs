@@ -7,6 +7,7 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::io::Write;
 
 use k8s_openapi::List;
 use k8s_openapi::api::core::v1::{Node, Pod, PodSpec};
@@ -60,6 +61,8 @@ pub struct CandidateRequest<'a> {
     pub nodes: Option<List<Node>>,
     /// Candidate node names (`nodeCacheCapable: true`).
     pub node_names: Option<&'a [&'a str]>,
+    /// `NodeNames` exactly as sent when it was scanned compact ([`super::scan::ArgsScan`]).
+    pub compact_names: Option<&'a str>,
 }
 
 /// A node name read from a request body: borrowed from it, owned only when the JSON string
@@ -201,22 +204,42 @@ pub struct ExtenderFilterResult {
 }
 
 /// Writes `{"Nodes":null,"NodeNames":[...],...}`, the JSON of an [`ExtenderFilterResult`]
-/// in node-cache mode whose names are `passing`, straight from the request's own names (no
-/// `String` per name). Byte for byte what serde_json writes for the owned result.
-pub fn write_filter_names<'a>(
+/// in node-cache mode whose names are `names[i]` for each `i` of `pass`, straight from the
+/// request's own names (no `String` per name); `compact_names` is the request's array as
+/// sent when the scan read it compact (every name plain). Byte for byte what serde_json
+/// writes for the owned result.
+pub fn write_filter_names(
     out: &mut Vec<u8>,
-    passing: impl ExactSizeIterator<Item = &'a str>,
+    names: &[&str],
+    pass: &[usize],
+    compact_names: Option<&str>,
     result: &ExtenderFilterResult,
 ) {
-    out.reserve(96 + passing.len() * 40);
-    out.extend_from_slice(br#"{"Nodes":null,"NodeNames":["#);
-    for (i, name) in passing.enumerate() {
-        if i > 0 {
-            out.push(b',');
+    out.extend_from_slice(br#"{"Nodes":null,"NodeNames":"#);
+    let all_pass = pass.len() == names.len() && pass.iter().enumerate().all(|(k, &i)| k == i);
+    match compact_names {
+        // The array as it came: what writing each name would give, byte for byte.
+        Some(array) if all_pass => out.extend_from_slice(array.as_bytes()),
+        _ => {
+            out.reserve(80 + pass.iter().map(|&i| names[i].len() + 3).sum::<usize>());
+            out.push(b'[');
+            for (k, &i) in pass.iter().enumerate() {
+                if k > 0 {
+                    out.push(b',');
+                }
+                if compact_names.is_some() {
+                    // Scanned names are plain.
+                    out.push(b'"');
+                    out.extend_from_slice(names[i].as_bytes());
+                    out.push(b'"');
+                } else {
+                    write_str(out, names[i]);
+                }
+            }
+            out.push(b']');
         }
-        write_str(out, name);
     }
-    out.extend_from_slice(br#"],"FailedNodes":"#);
+    out.extend_from_slice(br#","FailedNodes":"#);
     write_map(out, &result.failed_nodes);
     out.extend_from_slice(br#","FailedAndUnresolvableNodes":"#);
     write_map(out, &result.failed_and_unresolvable_nodes);
@@ -235,7 +258,8 @@ pub fn write_priorities<'a>(out: &mut Vec<u8>, scores: impl Iterator<Item = (&'a
         out.extend_from_slice(br#"{"Host":"#);
         write_str(out, host);
         out.extend_from_slice(br#","Score":"#);
-        out.extend_from_slice(score.to_string().as_bytes());
+        // Writing to a Vec cannot fail.
+        let _ = write!(out, "{score}");
         out.push(b'}');
     }
     out.push(b']');
@@ -244,16 +268,13 @@ pub fn write_priorities<'a>(out: &mut Vec<u8>, scores: impl Iterator<Item = (&'a
 /// A JSON string: the bytes as they are when nothing needs an escape (the usual node name),
 /// else serde_json's escaping.
 fn write_str(out: &mut Vec<u8>, text: &str) {
-    let escape = text.bytes().fold(false, |esc, b| {
-        esc | (b < 0x20) | (b == b'"') | (b == b'\\')
-    });
-    if escape {
-        // Writing to a Vec cannot fail.
-        let _ = serde_json::to_writer(&mut *out, text);
-    } else {
+    if super::scan::is_plain(text) {
         out.push(b'"');
         out.extend_from_slice(text.as_bytes());
         out.push(b'"');
+    } else {
+        // Writing to a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *out, text);
     }
 }
 
@@ -404,6 +425,7 @@ mod tests {
             unresolvable in proptest::collection::btree_map("[a-z]{1,4}", ".{0,8}", 0..3),
             error in ".{0,10}",
             score in -20i64..20,
+            skip in 0usize..2,
         ) {
             let result = ExtenderFilterResult {
                 nodes: None,
@@ -412,12 +434,32 @@ mod tests {
                 failed_and_unresolvable_nodes: unresolvable,
                 error,
             };
+            let borrowed: Vec<&str> = names.iter().map(String::as_str).collect();
+            let all: Vec<usize> = (0..names.len()).collect();
+            let expected = serde_json::to_string(&result).unwrap();
             let mut out = Vec::new();
-            write_filter_names(&mut out, names.iter().map(String::as_str), &result);
-            proptest::prop_assert_eq!(
-                String::from_utf8(out).unwrap(),
-                serde_json::to_string(&result).unwrap()
-            );
+            write_filter_names(&mut out, &borrowed, &all, None, &result);
+            proptest::prop_assert_eq!(String::from_utf8(out).unwrap(), expected.as_str());
+            // As the scan hands them: the compact array when every name is plain, copied
+            // whole when all pass and written name by name when some do not.
+            let plain = names.iter().all(|n| super::super::scan::is_plain(n));
+            let sent = serde_json::to_string(&names).unwrap();
+            if plain {
+                let mut out = Vec::new();
+                write_filter_names(&mut out, &borrowed, &all, Some(&sent), &result);
+                proptest::prop_assert_eq!(String::from_utf8(out).unwrap(), expected.as_str());
+                let some: Vec<usize> = all.iter().copied().filter(|i| (i + skip) % 2 == 0).collect();
+                let partial = ExtenderFilterResult {
+                    node_names: Some(some.iter().map(|&i| names[i].clone()).collect()),
+                    ..result.clone()
+                };
+                let mut out = Vec::new();
+                write_filter_names(&mut out, &borrowed, &some, Some(&sent), &partial);
+                proptest::prop_assert_eq!(
+                    String::from_utf8(out).unwrap(),
+                    serde_json::to_string(&partial).unwrap()
+                );
+            }
             let scores: Vec<HostPriority> = names
                 .iter()
                 .map(|n| HostPriority { host: n.clone(), score })
@@ -435,7 +477,8 @@ mod tests {
     fn names_that_need_escapes_are_escaped() {
         let mut out = Vec::new();
         let result = ExtenderFilterResult::default();
-        write_filter_names(&mut out, ["a\"b", "c\\", "d\n", "é"].into_iter(), &result);
+        let names = ["a\"b", "c\\", "d\n", "é"];
+        write_filter_names(&mut out, &names, &[0, 1, 2, 3], None, &result);
         let text = String::from_utf8(out).unwrap();
         assert!(text.contains(r#"["a\"b","c\\","d\n","é"]"#), "{text}");
     }

@@ -50,12 +50,13 @@ impl PodFacts {
         if name.is_empty() {
             return Err("Pod: metadata.name: Required value".to_string());
         }
-        let label = format!("Pod {namespace}/{name}");
+        // Named only in an error: no allocation on the usual path.
+        let label = || format!("Pod {namespace}/{name}");
         let no_spec = PodSpec::default();
         let spec = pod.spec.as_ref().unwrap_or(&no_spec);
-        let requests = pod_requests(spec, "spec").map_err(|e| format!("{label}: {e}"))?;
+        let requests = pod_requests(spec, "spec").map_err(|e| format!("{}: {e}", label()))?;
         let scoring =
-            scoring_requests(spec, "spec", &requests).map_err(|e| format!("{label}: {e}"))?;
+            scoring_requests(spec, "spec", &requests).map_err(|e| format!("{}: {e}", label()))?;
         let uid = meta
             .uid
             .clone()
@@ -71,7 +72,8 @@ impl PodFacts {
             None => None,
             Some(v) => Some(v.parse::<usize>().map_err(|_| {
                 format!(
-                    "{label}: metadata.annotations[{:?}]: not a completion index: {v:?}",
+                    "{}: metadata.annotations[{:?}]: not a completion index: {v:?}",
+                    label(),
                     keys::JOB_COMPLETION_INDEX
                 )
             })?),
@@ -80,7 +82,8 @@ impl PodFacts {
             None => None,
             Some(v) => Some(v.parse::<usize>().map_err(|_| {
                 format!(
-                    "{label}: metadata.labels[{:?}]: not a job index: {v:?}",
+                    "{}: metadata.labels[{:?}]: not a job index: {v:?}",
+                    label(),
                     keys::JOBSET_JOB_INDEX_LABEL
                 )
             })?),
