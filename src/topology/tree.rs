@@ -281,31 +281,35 @@ impl TopologyTree {
                 }
                 key
             };
-            let mut order: Vec<(u128, &str, usize)> = (0..members.len())
-                .map(|m| (upper(m), value(m, low), m))
-                .collect();
-            order.sort_unstable_by(|a, b| {
-                a.0.cmp(&b.0)
-                    .then_with(|| {
-                        paths[a.2 * depth..a.2 * depth + low]
-                            .cmp(&paths[b.2 * depth..b.2 * depth + low])
-                    })
-                    .then_with(|| a.1.cmp(b.1))
-            });
+            let upper_path = |m: usize| &paths[m * depth..m * depth + low];
+            let same_upper = |a: &(u128, usize), b: &(u128, usize)| {
+                a.0 == b.0 && (packed || upper_path(a.1) == upper_path(b.1))
+            };
+            // Sorted by the upper levels first, integers only; then each run of one parent
+            // path (the hosts of a rack, usually a few dozen) by its lowest value: the string
+            // comparisons stay within a run.
+            let mut order: Vec<(u128, usize)> = (0..members.len()).map(|m| (upper(m), m)).collect();
+            if packed {
+                order.sort_unstable_by_key(|&(key, m)| (key, m));
+            } else {
+                order.sort_unstable_by(|a, b| upper_path(a.1).cmp(upper_path(b.1)));
+            }
+            for run in order.chunk_by_mut(|a, b| same_upper(a, b)) {
+                run.sort_unstable_by(|a, b| value(a.1, low).cmp(value(b.1, low)));
+            }
+            let mut lowest = vec![0u32; members.len()];
             let mut rank = 0u32;
-            for (i, &(key, text, m)) in order.iter().enumerate() {
-                if let Some(&(before_key, before_text, before)) =
-                    i.checked_sub(1).map(|j| &order[j])
-                    && (before_key != key
-                        || before_text != text
-                        || paths[before * depth..before * depth + low]
-                            != paths[m * depth..m * depth + low])
-                {
+            for pair in order.windows(2) {
+                let (before, here) = (&pair[0], &pair[1]);
+                if !same_upper(before, here) || value(before.1, low) != value(here.1, low) {
                     rank += 1;
                 }
+                lowest[here.1] = rank;
+            }
+            for (m, rank) in lowest.into_iter().enumerate() {
                 paths[m * depth + low] = rank;
             }
-            by_path = order.into_iter().map(|(_, _, m)| m).collect();
+            by_path = order.into_iter().map(|(_, m)| m).collect();
         }
         let path = |m: usize| &paths[m * depth..(m + 1) * depth];
 
