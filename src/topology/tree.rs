@@ -166,8 +166,8 @@ fn rank_bits(paths: &[u32], depth: usize, lvl: usize) -> u32 {
     u32::BITS - top.leading_zeros()
 }
 
-/// Why `node` cannot be a member of a tree over `levels`, if it cannot.
-fn left_out_because(node: &NodeInfo, levels: &[String]) -> Option<LeftOutReason> {
+/// Why `node` cannot be a member of any tree, if it cannot (its labels aside).
+fn left_out_because(node: &NodeInfo) -> Option<LeftOutReason> {
     if node.ready_condition_missing {
         return Some(LeftOutReason::NoReadyCondition);
     }
@@ -177,6 +177,11 @@ fn left_out_because(node: &NodeInfo, levels: &[String]) -> Option<LeftOutReason>
     if node.unschedulable {
         return Some(LeftOutReason::Unschedulable);
     }
+    None
+}
+
+/// The first of `levels` that `node` has no label for.
+fn missing_level(node: &NodeInfo, levels: &[String]) -> Option<LeftOutReason> {
     levels
         .iter()
         .find(|l| !node.labels.contains_key(*l))
@@ -194,26 +199,53 @@ impl TopologyTree {
     ) -> Self {
         let hostname_lowest = levels.last().is_some_and(|l| l == HOSTNAME_LABEL);
         let mut left_out = LeftOut::default();
-        let members: Vec<Arc<NodeInfo>> = nodes
+        let mut members: Vec<Arc<NodeInfo>> = nodes
             .into_iter()
             .filter(|n| {
                 flavor_node_labels
                     .iter()
                     .all(|(k, v)| n.labels.get(k) == Some(v))
             })
-            .filter(|n| match left_out_because(n, levels) {
+            .filter(|n| match left_out_because(n) {
                 Some(reason) => {
                     left_out.add(reason, &n.name);
                     false
                 }
-                None => {
-                    if n.allocatable.values().all(|&v| v <= 0) {
-                        left_out.add(LeftOutReason::NoAllocatable, &n.name);
-                    }
-                    true
-                }
+                None => true,
             })
             .collect();
+        let depth = levels.len();
+        // Every member's label value at every level, looked up once (each lookup reaches into
+        // the node's own label map, the slow part of a build). A node without one of the level
+        // labels (rare) is left out and the values read again.
+        let values: Vec<&str> = loop {
+            let mut values = Vec::with_capacity(members.len() * depth);
+            let complete = members.iter().all(|n| {
+                levels.iter().all(|l| match n.labels.get(l) {
+                    Some(v) => {
+                        values.push(v.as_str());
+                        true
+                    }
+                    None => false,
+                })
+            });
+            if complete {
+                break values;
+            }
+            drop(values);
+            members.retain(|n| match missing_level(n, levels) {
+                Some(reason) => {
+                    left_out.add(reason, &n.name);
+                    false
+                }
+                None => true,
+            });
+        };
+        for n in &members {
+            if n.allocatable.values().all(|&v| v <= 0) {
+                left_out.add(LeftOutReason::NoAllocatable, &n.name);
+            }
+        }
         // Nodes of a pool list the same resources: a key set like the node before's is skipped.
         let mut resource_set: FastMap<&str, ()> = FastMap::default();
         let mut previous: Option<&ResourceList> = None;
@@ -232,12 +264,6 @@ impl TopologyTree {
             .map(|(i, r)| (r.clone(), i))
             .collect();
 
-        let depth = levels.len();
-        // Every member's label value at every level, looked up once.
-        let values: Vec<&str> = members
-            .iter()
-            .flat_map(|n| levels.iter().map(|l| n.labels[l].as_str()))
-            .collect();
         let value = |m: usize, lvl: usize| values[m * depth + lvl];
         // Label paths as rank tuples: a value's rank stands for it, so paths compare as ranks
         // (the same order as comparing the strings) without touching the strings again. The
@@ -413,10 +439,11 @@ impl TopologyTree {
                         *slot = slot.saturating_add(*value);
                     }
                 }
-                let labels = &members[draft.first].labels;
                 domains.push(Domain {
                     level: lvl,
-                    values: levels[..=lvl].iter().map(|l| labels[l].clone()).collect(),
+                    values: (0..=lvl)
+                        .map(|l| value(draft.first, l).to_string())
+                        .collect(),
                     parent,
                     children: Vec::new(),
                     rank,
