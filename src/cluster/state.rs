@@ -40,20 +40,9 @@ use super::sets::SetEntry;
 use super::workloads::{count_pod_of_role, finish_group_pod_sets};
 use super::{BoundPod, Cluster, LostPod, PendingGroupPod, PendingPodSet, Workload};
 use crate::topology::capacity::FreeCapacity;
-use crate::topology::resources::PODS;
+use crate::topology::resources::{PODS, add_amount, add_pod_amounts};
 use crate::topology::tree::TopologyTree;
 use crate::topology::{NodeInfo, ResourceList};
-
-/// Adds `value` to `name` in `total`, saturating (usage beyond i64 stays "full", never wraps
-/// round to room); a name already there costs no allocation.
-fn add_amount(total: &mut ResourceList, name: &str, value: i64) {
-    match total.get_mut(name) {
-        Some(slot) => *slot = slot.saturating_add(value),
-        None => {
-            total.insert(name.to_string(), value);
-        }
-    }
-}
 
 /// A node's stable id: its interned name.
 pub type NodeId = u32;
@@ -476,11 +465,7 @@ impl ClusterState {
                 .insert(uid.clone());
         }
         self.usage_generation += 1;
-        let used = &mut self.used[usage.node as usize];
-        for (name, value) in usage.requests.iter().filter(|(n, _)| *n != PODS) {
-            add_amount(used, name, value);
-        }
-        add_amount(used, PODS, 1);
+        add_pod_amounts(&mut self.used[usage.node as usize], usage.requests.iter());
         let scored = &mut self.scored[usage.node as usize];
         for (name, value) in usage.scoring.iter() {
             add_amount(scored, name, value);

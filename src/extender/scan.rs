@@ -17,7 +17,7 @@ use serde::Deserialize;
 pub struct ArgsScan<'a, P, N> {
     /// The `Pod` value.
     pub pod: P,
-    /// The `Nodes` value (its type's reading of `null` when the key is absent).
+    /// The `Nodes` value as `N` reads it (`null` included), `None` when the key is absent.
     pub nodes: Option<N>,
     /// `NodeNames` when it is not `null`.
     pub node_names: Option<Vec<&'a str>>,

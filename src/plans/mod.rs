@@ -1785,7 +1785,7 @@ pub fn level_noun(label: &str) -> String {
     last.strip_prefix("topology-").unwrap_or(last).to_string()
 }
 
-/// Indices of the candidates matching `keep`.
+/// Indices of the candidates named in `wanted`.
 fn positions(candidates: &[&str], wanted: &[&str]) -> Vec<usize> {
     let wanted: Vec<(&str, u64)> = wanted.iter().map(|w| (*w, tail(w))).collect();
     candidates

@@ -186,32 +186,28 @@ impl Metrics {
 
     /// Counts one answered request on `route` and its latency.
     pub fn observe(&self, route: &str, code: u16, elapsed: Duration) {
-        if let Some(hot) = self.inner.hot.iter().find(|h| h.route == route) {
-            hot.latency.observe(elapsed.as_secs_f64());
-            if code == 200 {
-                hot.ok.inc();
-            } else {
-                self.inner
-                    .requests
-                    .get_or_create(&RouteLabels {
-                        route: route.to_string(),
-                        code,
-                    })
-                    .inc();
-            }
-            return;
+        let hot = self.inner.hot.iter().find(|h| h.route == route);
+        match hot {
+            Some(hot) => hot.latency.observe(elapsed.as_secs_f64()),
+            None => self
+                .inner
+                .latency
+                .get_or_create(&RouteOnly {
+                    route: route.to_string(),
+                })
+                .observe(elapsed.as_secs_f64()),
         }
-        let route = route.to_string();
-        self.inner
-            .latency
-            .get_or_create(&RouteOnly {
-                route: route.clone(),
-            })
-            .observe(elapsed.as_secs_f64());
-        self.inner
-            .requests
-            .get_or_create(&RouteLabels { route, code })
-            .inc();
+        match hot {
+            Some(hot) if code == 200 => hot.ok.inc(),
+            _ => self
+                .inner
+                .requests
+                .get_or_create(&RouteLabels {
+                    route: route.to_string(),
+                    code,
+                })
+                .inc(),
+        };
     }
 
     /// Counts one AdmissionReview answered with `decision` (`allowed`, `patched`, `denied`

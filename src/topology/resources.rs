@@ -15,16 +15,34 @@ pub const CPU: &str = "cpu";
 /// Adds one pod to a usage total: its requests (any `pods` entry in them ignored) and one
 /// `pods` slot.
 pub fn add_pod_usage(total: &mut ResourceList, requests: &ResourceList) {
+    add_pod_amounts(
+        total,
+        requests.iter().map(|(name, value)| (name.as_str(), *value)),
+    );
+}
+
+/// [`add_pod_usage`] for requests kept in any form: `(name, amount)` pairs.
+pub fn add_pod_amounts<'a>(
+    total: &mut ResourceList,
+    requests: impl IntoIterator<Item = (&'a str, i64)>,
+) {
     for (name, value) in requests {
         if name != PODS {
-            // Saturating: usage beyond i64 (absurd requests summed) stays "full", never
-            // wraps round to room.
-            let slot = total.entry(name.clone()).or_insert(0);
-            *slot = slot.saturating_add(*value);
+            add_amount(total, name, value);
         }
     }
-    let pods = total.entry(PODS.to_string()).or_insert(0);
-    *pods = pods.saturating_add(1);
+    add_amount(total, PODS, 1);
+}
+
+/// Adds `value` to `name` in `total`, saturating: usage beyond i64 (absurd requests summed)
+/// stays "full", never wraps round to room. A name already there costs no allocation.
+pub fn add_amount(total: &mut ResourceList, name: &str, value: i64) {
+    match total.get_mut(name) {
+        Some(slot) => *slot = slot.saturating_add(value),
+        None => {
+            total.insert(name.to_string(), value);
+        }
+    }
 }
 
 /// A single pod's request with its `pods: 1` slot added, as Kueue counts it.

@@ -7,15 +7,16 @@
 //! otherwise a leaf pools every node with the same full label path.
 
 use std::collections::{BTreeMap, HashMap};
-
-/// A hash map with a fast hasher (foldhash): the tree's maps are keyed by names and label
-/// values that come from the cluster, rebuilt with it, and never exposed to callers.
-type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+use std::hash::Hash;
 use std::sync::Arc;
 
 use super::ResourceList;
 use super::node::NodeInfo;
 use crate::keys::HOSTNAME_LABEL;
+
+/// A hash map with a fast hasher (foldhash): the tree's maps are keyed by names and label
+/// values that come from the cluster, rebuilt with it, and never exposed to callers.
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// Dense index of a domain in [`TopologyTree::domains`].
 pub type DomainIdx = usize;
@@ -152,6 +153,24 @@ impl LeftOut {
             .collect();
         parts.join("; ")
     }
+}
+
+/// Members `0..count` pooled by `key`: per distinct key in order of first appearance, its
+/// first member and all its members.
+fn pool_by<K: Hash + Eq>(count: usize, key: impl Fn(usize) -> K) -> Vec<(usize, Vec<usize>)> {
+    let mut pool_of: FastMap<K, usize> =
+        FastMap::with_capacity_and_hasher(count, Default::default());
+    let mut pools: Vec<(usize, Vec<usize>)> = Vec::new();
+    for m in 0..count {
+        match pool_of.get(&key(m)) {
+            Some(&i) => pools[i].1.push(m),
+            None => {
+                pool_of.insert(key(m), pools.len());
+                pools.push((m, vec![m]));
+            }
+        }
+    }
+    pools
 }
 
 /// Bits that hold every rank of level `lvl` in `paths` (rows of `depth` ranks).
@@ -316,7 +335,7 @@ impl TopologyTree {
             // comparisons stay within a run.
             let mut order: Vec<(u128, usize)> = (0..members.len()).map(|m| (upper(m), m)).collect();
             if packed {
-                order.sort_unstable_by_key(|&(key, m)| (key, m));
+                order.sort_unstable();
             } else {
                 order.sort_unstable_by(|a, b| upper_path(a.1).cmp(upper_path(b.1)));
             }
@@ -341,32 +360,11 @@ impl TopologyTree {
 
         // Leaves: nodes sharing a hostname (hostname-lowest) or a full path (otherwise) pool
         // into one; the first node gives the path.
-        let mut leaves: Vec<(usize, Vec<usize>)> = Vec::new();
-        if depth > 0 && hostname_lowest {
-            let mut leaf_of_host: FastMap<&str, usize> =
-                FastMap::with_capacity_and_hasher(members.len(), Default::default());
-            for m in 0..members.len() {
-                match leaf_of_host.get(value(m, depth - 1)) {
-                    Some(&i) => leaves[i].1.push(m),
-                    None => {
-                        leaf_of_host.insert(value(m, depth - 1), leaves.len());
-                        leaves.push((m, vec![m]));
-                    }
-                }
-            }
-        } else if depth > 0 {
-            let mut leaf_of_path: FastMap<&[u32], usize> =
-                FastMap::with_capacity_and_hasher(members.len(), Default::default());
-            for m in 0..members.len() {
-                match leaf_of_path.get(path(m)) {
-                    Some(&i) => leaves[i].1.push(m),
-                    None => {
-                        leaf_of_path.insert(path(m), leaves.len());
-                        leaves.push((m, vec![m]));
-                    }
-                }
-            }
-        }
+        let leaves = match depth {
+            0 => Vec::new(),
+            _ if hostname_lowest => pool_by(members.len(), |m| value(m, depth - 1)),
+            _ => pool_by(members.len(), path),
+        };
         // Leaves in the order of their first node's path: walk the members by path and take
         // each leaf where its first node comes.
         let mut leaf_of_member = vec![usize::MAX; members.len()];
