@@ -241,11 +241,7 @@ impl PlanBook {
             Some(s) => {
                 let at = match s.most {
                     Some((leaf, most)) => {
-                        let name = tree.domains[leaf]
-                            .values
-                            .last()
-                            .cloned()
-                            .unwrap_or_default();
+                        let name = tree.value(leaf);
                         let where_ = if tree.hostname_lowest {
                             format!("on {name}")
                         } else {
@@ -349,9 +345,8 @@ fn show_requests(requests: &ResourceList) -> String {
 
 /// `rack r3` / `host n7`: a domain by its level's short name and its own value.
 pub(super) fn describe_domain(tree: &TopologyTree, d: DomainIdx) -> String {
-    let domain = &tree.domains[d];
-    let value = domain.values.last().cloned().unwrap_or_default();
-    format!("{} {value}", level_noun(&tree.levels[domain.level]))
+    let level = &tree.levels[tree.domains[d].level];
+    format!("{} {}", level_noun(level), tree.value(d))
 }
 
 #[cfg(test)]

@@ -351,7 +351,12 @@ impl Simulation<'_, '_> {
         let counts = |m: &BTreeMap<DomainIdx, i64>| {
             m.iter()
                 .map(|(&leaf, &count)| DomainCount {
-                    values: flavor.tree.domains[leaf].values.clone(),
+                    values: flavor
+                        .tree
+                        .values(leaf)
+                        .into_iter()
+                        .map(str::to_string)
+                        .collect(),
                     count,
                 })
                 .collect()

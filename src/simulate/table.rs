@@ -150,7 +150,7 @@ fn render_domain(
     let tree = &f.tree;
     let dom = &tree.domains[d];
     let branch = if last { "└─ " } else { "├─ " };
-    let name = dom.values.last().map(String::as_str).unwrap_or("");
+    let name = tree.value(d);
     if dom.children.is_empty() {
         let placed = f
             .placed
@@ -189,7 +189,7 @@ fn subtree_has_pods(f: &FlavorReport, d: DomainIdx) -> bool {
 fn free_text(f: &FlavorReport, leaf: DomainIdx) -> String {
     let tree = &f.tree;
     let free = f.free.remaining(leaf);
-    let cap = &tree.domains[leaf].capacity;
+    let cap = tree.capacity(leaf);
     tree.resources
         .iter()
         .enumerate()

@@ -18,12 +18,10 @@ pub struct FreeCapacity {
 impl FreeCapacity {
     /// Capacity with no usage at all: every leaf's allocatable.
     pub fn empty(tree: &TopologyTree) -> Self {
-        let width = tree.resources.len();
-        let mut values = Vec::with_capacity(width * tree.domains.len());
-        for d in &tree.domains {
-            values.extend_from_slice(&d.capacity);
+        Self {
+            values: tree.capacities().to_vec(),
+            width: tree.resources.len(),
         }
-        Self { values, width }
     }
 
     /// Nothing anywhere: the start for capacity summed node by node ([`Self::add`]).

@@ -149,7 +149,7 @@ pub fn place(
         .workers
         .domains
         .iter()
-        .map(|&(d, c)| (tree.domains[d].values.join("/"), c))
+        .map(|&(d, c)| (tree.values(d).join("/"), c))
         .collect())
 }
 

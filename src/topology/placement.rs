@@ -806,7 +806,7 @@ pub fn cmp_values(tree: &TopologyTree, a: DomainIdx, b: DomainIdx) -> Ordering {
     if da.level == db.level {
         da.rank.cmp(&db.rank)
     } else {
-        da.values.cmp(&db.values)
+        tree.path(a).cmp(tree.path(b))
     }
 }
 
@@ -1064,12 +1064,12 @@ mod tests {
             eligible_leaves(ctx, &group)
                 .unwrap()
                 .iter()
-                .map(|&l| t.domains[l].values.join("/"))
+                .map(|&l| t.values(l).join("/"))
                 .collect()
         };
         assert_eq!(names(&ctx, None), ["b1/r1/x1", "b1/r2/x4"]);
         let r2 = (0..t.domains.len())
-            .find(|&d| t.domains[d].values == ["b1", "r2"])
+            .find(|&d| t.values(d) == ["b1", "r2"])
             .unwrap();
         assert_eq!(names(&ctx, Some(r2)), ["b1/r2/x4"]);
         let tolerate = [k8s_openapi::api::core::v1::Toleration {

@@ -235,7 +235,7 @@ impl Outcome {
     fn by_path(&self) -> Result<Vec<(String, i64)>, String> {
         self.result.clone().map(|ds| {
             ds.iter()
-                .map(|&(d, c)| (self.tree.domains[d].values.join("/"), c))
+                .map(|&(d, c)| (self.tree.values(d).join("/"), c))
                 .collect()
         })
     }
@@ -376,7 +376,7 @@ proptest! {
                         c % i64::from(size),
                         0,
                         "{} holds {} pods; {:?}",
-                        out.tree.domains[d].id(),
+                        out.tree.id(d),
                         c,
                         out.by_path()
                     );

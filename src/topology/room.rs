@@ -83,11 +83,7 @@ mod tests {
         assert_eq!((s.resource.as_str(), s.wanted), ("cpu", 4000));
         let (leaf, most) = s.most.unwrap();
         assert_eq!(most, 3000);
-        assert_eq!(
-            t.domains[leaf].values.last().unwrap(),
-            "x2",
-            "first of the tie"
-        );
+        assert_eq!(t.value(leaf), "x2", "first of the tie");
         // Enough on some leaf: no shortfall.
         let cpu3: ResourceList = [("cpu".to_string(), 3000)].into();
         assert_eq!(shortfall(&t, &free, &leaves, &cpu3), None);

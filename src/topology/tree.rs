@@ -6,9 +6,12 @@
 //! is one hostname (nodes sharing it pool their allocatable, the first node gives the path),
 //! otherwise a leaf pools every node with the same full label path.
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
-use std::hash::Hash;
+use std::hash::{BuildHasher, Hash};
 use std::sync::Arc;
+
+use hashbrown::HashTable;
 
 use super::ResourceList;
 use super::node::NodeInfo;
@@ -21,13 +24,16 @@ type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 /// Dense index of a domain in [`TopologyTree::domains`].
 pub type DomainIdx = usize;
 
-/// One domain: a distinct label path prefix at some level.
+/// One domain: a distinct label path prefix at some level. Its label values are read from
+/// its first node ([`TopologyTree::value`], [`TopologyTree::values`]), so a build copies no
+/// strings.
 #[derive(Debug, Clone)]
 pub struct Domain {
     /// Depth: 0 is the top level.
     pub level: usize,
-    /// The label values of levels `0..=level`, outermost first.
-    pub values: Vec<String>,
+    /// The member node (index into [`TopologyTree::nodes`]) whose labels give the path: the
+    /// first node of the domain's first leaf.
+    pub first_node: usize,
     /// Parent domain (none at level 0).
     pub parent: Option<DomainIdx>,
     /// Child domains, sorted by values.
@@ -36,15 +42,6 @@ pub struct Domain {
     pub rank: usize,
     /// For a leaf: the nodes pooled in it (indexes into [`TopologyTree::nodes`]), first node first.
     pub nodes: Vec<usize>,
-    /// For a leaf: the summed allocatable, as a dense vector over [`TopologyTree::resources`].
-    pub capacity: Vec<i64>,
-}
-
-impl Domain {
-    /// The domain's ID as Kueue writes it: the values joined by `,`.
-    pub fn id(&self) -> String {
-        self.values.join(",")
-    }
 }
 
 /// The topology tree for one flavor at one cluster generation.
@@ -66,7 +63,13 @@ pub struct TopologyTree {
     /// Member nodes (ready, schedulable, matching the flavor, carrying every level label),
     /// shared with whoever holds the nodes (no copy per tree).
     pub nodes: Vec<Arc<NodeInfo>>,
-    node_leaf: FastMap<String, DomainIdx>,
+    /// Per domain, row-major over [`TopologyTree::resources`]: a leaf's summed allocatable
+    /// (zero above the leaves). The same layout as a `FreeCapacity`, which starts as a copy.
+    capacity: Vec<i64>,
+    /// The leaf of each member node, found by the node's name: `(member, leaf)` entries
+    /// hashed by [`TopologyTree::name_hasher`], so no name is copied.
+    node_leaf: HashTable<(usize, DomainIdx)>,
+    name_hasher: foldhash::fast::RandomState,
     resource_ids: FastMap<String, usize>,
     /// The flavor's nodes (those carrying its node labels) that cannot take its pods, and why.
     pub left_out: LeftOut,
@@ -162,10 +165,10 @@ fn pool_by<K: Hash + Eq>(count: usize, key: impl Fn(usize) -> K) -> Vec<(usize, 
         FastMap::with_capacity_and_hasher(count, Default::default());
     let mut pools: Vec<(usize, Vec<usize>)> = Vec::new();
     for m in 0..count {
-        match pool_of.get(&key(m)) {
-            Some(&i) => pools[i].1.push(m),
-            None => {
-                pool_of.insert(key(m), pools.len());
+        match pool_of.entry(key(m)) {
+            Entry::Occupied(pool) => pools[*pool.get()].1.push(m),
+            Entry::Vacant(slot) => {
+                slot.insert(pools.len());
                 pools.push((m, vec![m]));
             }
         }
@@ -260,20 +263,23 @@ impl TopologyTree {
                 None => true,
             });
         };
+        // Nodes of a pool list the same resources: each member's key set is numbered, a set
+        // equal to the member before's taking its number (its names compared, not hashed).
+        let mut resource_set: FastMap<&str, ()> = FastMap::default();
+        let mut key_sets: Vec<&ResourceList> = Vec::new();
+        let mut key_set_of: Vec<u32> = Vec::with_capacity(members.len());
         for n in &members {
             if n.allocatable.values().all(|&v| v <= 0) {
                 left_out.add(LeftOutReason::NoAllocatable, &n.name);
             }
-        }
-        // Nodes of a pool list the same resources: a key set like the node before's is skipped.
-        let mut resource_set: FastMap<&str, ()> = FastMap::default();
-        let mut previous: Option<&ResourceList> = None;
-        for n in &members {
-            if previous.is_some_and(|p| p.keys().eq(n.allocatable.keys())) {
-                continue;
+            let same = key_sets
+                .last()
+                .is_some_and(|p| p.keys().eq(n.allocatable.keys()));
+            if !same {
+                resource_set.extend(n.allocatable.keys().map(|k| (k.as_str(), ())));
+                key_sets.push(&n.allocatable);
             }
-            resource_set.extend(n.allocatable.keys().map(|k| (k.as_str(), ())));
-            previous = Some(&n.allocatable);
+            key_set_of.push(key_sets.len() as u32 - 1);
         }
         let mut resources: Vec<String> = resource_set.into_keys().map(str::to_string).collect();
         resources.sort_unstable();
@@ -281,6 +287,11 @@ impl TopologyTree {
             .iter()
             .enumerate()
             .map(|(i, r)| (r.clone(), i))
+            .collect();
+        // Each key set's names as dense resource ids, in the set's (name) order.
+        let key_set_ids: Vec<Vec<usize>> = key_sets
+            .iter()
+            .map(|set| set.keys().map(|k| resource_ids[k]).collect())
             .collect();
 
         let value = |m: usize, lvl: usize| values[m * depth + lvl];
@@ -291,10 +302,21 @@ impl TopologyTree {
         // which orders paths the same way for a fraction of the string comparisons.
         let mut paths: Vec<u32> = vec![0; members.len() * depth];
         for lvl in 0..depth.saturating_sub(1) {
+            // Members come grouped (the nodes of a rack one after another, usually): a value
+            // equal to the member before's takes its id without hashing.
             let mut ids: FastMap<&str, u32> = FastMap::default();
+            let mut before: Option<(&str, u32)> = None;
             for m in 0..members.len() {
-                let next = ids.len() as u32;
-                paths[m * depth + lvl] = *ids.entry(value(m, lvl)).or_insert(next);
+                let v = value(m, lvl);
+                let id = match before {
+                    Some((b, id)) if b == v => id,
+                    _ => {
+                        let next = ids.len() as u32;
+                        *ids.entry(v).or_insert(next)
+                    }
+                };
+                before = Some((v, id));
+                paths[m * depth + lvl] = id;
             }
             let mut distinct: Vec<(&str, u32)> = ids.into_iter().collect();
             distinct.sort_unstable();
@@ -420,7 +442,9 @@ impl TopologyTree {
             offsets.push(total);
             total += level.len();
         }
+        let width = resources.len();
         let mut domains: Vec<Domain> = Vec::with_capacity(total);
+        let mut capacity = vec![0i64; width * total];
         let mut by_level = Vec::with_capacity(depth);
         for (lvl, level_domains) in per_level.into_iter().enumerate() {
             let mut ids = Vec::with_capacity(level_domains.len());
@@ -430,33 +454,35 @@ impl TopologyTree {
                 if let Some(p) = parent {
                     domains[p].children.push(idx);
                 }
-                let mut capacity = vec![0i64; resources.len()];
+                let row = &mut capacity[idx * width..(idx + 1) * width];
                 for &n in &draft.nodes {
-                    for (name, value) in &members[n].allocatable {
-                        let slot = &mut capacity[resource_ids[name]];
-                        *slot = slot.saturating_add(*value);
+                    let ids = &key_set_ids[key_set_of[n] as usize];
+                    for (&id, value) in ids.iter().zip(members[n].allocatable.values()) {
+                        row[id] = row[id].saturating_add(*value);
                     }
                 }
                 domains.push(Domain {
                     level: lvl,
-                    values: (0..=lvl)
-                        .map(|l| value(draft.first, l).to_string())
-                        .collect(),
+                    first_node: draft.first,
                     parent,
                     children: Vec::new(),
                     rank,
                     nodes: draft.nodes,
-                    capacity,
                 });
                 ids.push(idx);
             }
             by_level.push(ids);
         }
-        let mut node_leaf = FastMap::with_capacity_and_hasher(members.len(), Default::default());
+        let name_hasher = foldhash::fast::RandomState::default();
+        let mut node_leaf = HashTable::with_capacity(members.len());
         if let Some(leaf_ids) = by_level.last() {
             for &leaf in leaf_ids {
                 for &n in &domains[leaf].nodes {
-                    node_leaf.insert(members[n].name.clone(), leaf);
+                    node_leaf.insert_unique(
+                        name_hasher.hash_one(members[n].name.as_str()),
+                        (n, leaf),
+                        |&(m, _)| name_hasher.hash_one(members[m].name.as_str()),
+                    );
                 }
             }
         }
@@ -469,7 +495,9 @@ impl TopologyTree {
             by_level,
             resources,
             nodes: member_nodes,
+            capacity,
             node_leaf,
+            name_hasher,
             resource_ids,
             left_out,
         }
@@ -492,7 +520,53 @@ impl TopologyTree {
 
     /// The leaf holding a member node.
     pub fn leaf_of_node(&self, node_name: &str) -> Option<DomainIdx> {
-        self.node_leaf.get(node_name).copied()
+        self.node_leaf
+            .find(self.name_hasher.hash_one(node_name), |&(m, _)| {
+                self.nodes[m].name == node_name
+            })
+            .map(|&(_, leaf)| leaf)
+    }
+
+    /// A domain's own label value (its level's).
+    pub fn value(&self, d: DomainIdx) -> &str {
+        let domain = &self.domains[d];
+        self.label_of(domain.first_node, domain.level)
+    }
+
+    /// A domain's label values, levels `0..=level`, outermost first.
+    pub fn values(&self, d: DomainIdx) -> Vec<&str> {
+        self.path(d).collect()
+    }
+
+    /// [`TopologyTree::values`] without collecting them: paths compare with `Iterator::cmp`.
+    pub fn path(&self, d: DomainIdx) -> impl Iterator<Item = &str> + '_ {
+        let domain = &self.domains[d];
+        (0..=domain.level).map(|lvl| self.label_of(domain.first_node, lvl))
+    }
+
+    /// The domain's ID as Kueue writes it: the values joined by `,`.
+    pub fn id(&self, d: DomainIdx) -> String {
+        self.values(d).join(",")
+    }
+
+    /// A leaf's summed allocatable over [`TopologyTree::resources`] (zero above the leaves).
+    pub fn capacity(&self, d: DomainIdx) -> &[i64] {
+        let width = self.resources.len();
+        &self.capacity[d * width..(d + 1) * width]
+    }
+
+    /// Every domain's [`TopologyTree::capacity`], row-major.
+    pub fn capacities(&self) -> &[i64] {
+        &self.capacity
+    }
+
+    /// A member's label value at `level`. Every member carries every level label (the build
+    /// leaves out the nodes that do not), so the value is always there.
+    fn label_of(&self, member: usize, level: usize) -> &str {
+        self.nodes[member]
+            .labels
+            .get(&self.levels[level])
+            .map_or("", String::as_str)
     }
 
     /// Dense resource id of a resource name.
@@ -564,10 +638,6 @@ mod tests {
             .cpu(8)
     }
 
-    fn values(tree: &TopologyTree, d: DomainIdx) -> Vec<&str> {
-        tree.domains[d].values.iter().map(String::as_str).collect()
-    }
-
     /// Nodes sharing a hostname pool into one leaf whatever their other labels, and the first
     /// of them (in input order) gives the leaf its path; leaves are in path order.
     #[test]
@@ -580,8 +650,8 @@ mod tests {
         let tree = TopologyTree::build("t", &levels(), &flavor_labels(), nodes.map(Arc::new));
         let leaves = tree.leaves();
         assert_eq!(leaves.len(), 2);
-        assert_eq!(values(&tree, leaves[0]), ["b1", "r1", "h0"]);
-        assert_eq!(values(&tree, leaves[1]), ["b2", "r1", "h1"]);
+        assert_eq!(tree.values(leaves[0]), ["b1", "r1", "h0"]);
+        assert_eq!(tree.values(leaves[1]), ["b2", "r1", "h1"]);
         let pooled: Vec<&str> = tree.domains[leaves[1]]
             .nodes
             .iter()
@@ -589,11 +659,33 @@ mod tests {
             .collect();
         assert_eq!(pooled, ["n-a", "n-b"]);
         let cpu = tree.resource_id("cpu").unwrap();
-        assert_eq!(
-            tree.domains[leaves[1]].capacity[cpu], 16_000,
-            "both nodes' cpu"
-        );
+        assert_eq!(tree.capacity(leaves[1])[cpu], 16_000, "both nodes' cpu");
         assert_eq!(tree.leaf_of_node("n-b"), Some(leaves[1]));
+        assert_eq!(tree.leaf_of_node("n-c"), Some(leaves[0]));
+        assert_eq!(
+            tree.leaf_of_node("h1"),
+            None,
+            "a hostname is not a node name"
+        );
+        let rack = tree.domains[leaves[1]].parent.unwrap();
+        assert_eq!(
+            tree.capacity(rack)[cpu],
+            0,
+            "capacity is kept on leaves only"
+        );
+        assert_eq!(tree.value(rack), "r1");
+        assert_eq!(tree.id(leaves[1]), "b2,r1,h1");
+        use std::cmp::Ordering::Less;
+        assert_eq!(
+            tree.path(rack).cmp(tree.path(leaves[1])),
+            Less,
+            "a prefix first"
+        );
+        assert_eq!(
+            tree.path(leaves[0]).cmp(tree.path(rack)),
+            Less,
+            "b1 before b2"
+        );
     }
 
     /// Whatever order the nodes come in, every level lists its domains by label path, each
@@ -623,7 +715,7 @@ mod tests {
             ));
         }
         let tree = TopologyTree::build("t", &levels(), &flavor_labels(), nodes.clone());
-        let paths: Vec<Vec<&str>> = tree.leaves().iter().map(|&d| values(&tree, d)).collect();
+        let paths: Vec<Vec<&str>> = tree.leaves().iter().map(|&d| tree.values(d)).collect();
         let mut sorted = paths.clone();
         sorted.sort();
         assert_eq!(paths, sorted);
@@ -634,7 +726,7 @@ mod tests {
                 let children: Vec<Vec<&str>> = tree.domains[d]
                     .children
                     .iter()
-                    .map(|&c| values(&tree, c))
+                    .map(|&c| tree.values(c))
                     .collect();
                 let mut in_order = children.clone();
                 in_order.sort();
@@ -653,7 +745,7 @@ mod tests {
         let b1r2 = tree
             .leaves()
             .iter()
-            .find(|&&d| values(&tree, d) == ["b1", "r2"])
+            .find(|&&d| tree.values(d) == ["b1", "r2"])
             .copied()
             .unwrap();
         assert_eq!(tree.domains[b1r2].nodes.len(), 2);

@@ -142,7 +142,7 @@ fn capacity_changes_keep_the_tree_and_topology_changes_rebuild_it() {
     let rebuilt = s.flavor("f").unwrap();
     assert!(!Arc::ptr_eq(&first, &rebuilt));
     let leaf = rebuilt.tree.leaf_of_node("n1").unwrap();
-    assert_eq!(rebuilt.tree.domains[leaf].values, ["b1", "r2", "n1"]);
+    assert_eq!(rebuilt.tree.values(leaf), ["b1", "r2", "n1"]);
     // NotReady: out of the tree.
     let mut not_ready = node("n1", "r2", 16);
     not_ready.ready = false;
