@@ -1035,7 +1035,7 @@ impl ClusterState {
             &rf.spec.node_labels,
             self.nodes.iter().flatten().cloned(),
         );
-        let member_ids = tree.nodes.iter().map(|n| self.node_ids[&n.name]).collect();
+        let member_ids = self.member_ids(&tree);
         tracing::debug!(
             flavor = name,
             leaves = tree.leaves().len(),
@@ -1049,6 +1049,16 @@ impl ClusterState {
             member_ids,
             generation: self.topology_generation,
         })
+    }
+
+    /// The node id of each member of a tree built from the live nodes in id order
+    /// (`self.nodes.iter().flatten()`): `member_ids[m]` for `tree.nodes[m]`.
+    fn member_ids(&self, tree: &TopologyTree) -> Vec<NodeId> {
+        let given: Vec<NodeId> = (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].is_some())
+            .map(|i| i as NodeId)
+            .collect();
+        tree.positions.iter().map(|&p| given[p]).collect()
     }
 
     /// Free capacity of a flavor's tree now: each member node's current allocatable, minus

@@ -63,6 +63,9 @@ pub struct TopologyTree {
     /// Member nodes (ready, schedulable, matching the flavor, carrying every level label),
     /// shared with whoever holds the nodes (no copy per tree).
     pub nodes: Vec<Arc<NodeInfo>>,
+    /// Each member's position among the nodes the tree was built from, so that whoever gave
+    /// them maps members back to its own ids without a lookup by name.
+    pub positions: Vec<usize>,
     /// Per domain, row-major over [`TopologyTree::resources`]: a leaf's summed allocatable
     /// (zero above the leaves). The same layout as a `FreeCapacity`, which starts as a copy.
     capacity: Vec<i64>,
@@ -221,19 +224,24 @@ impl TopologyTree {
     ) -> Self {
         let hostname_lowest = levels.last().is_some_and(|l| l == HOSTNAME_LABEL);
         let mut left_out = LeftOut::default();
+        let mut positions: Vec<usize> = Vec::new();
         let mut members: Vec<Arc<NodeInfo>> = nodes
             .into_iter()
-            .filter(|n| {
+            .enumerate()
+            .filter(|(_, n)| {
                 flavor_node_labels
                     .iter()
                     .all(|(k, v)| n.labels.get(k) == Some(v))
             })
-            .filter(|n| match left_out_because(n) {
+            .filter_map(|(i, n)| match left_out_because(&n) {
                 Some(reason) => {
                     left_out.add(reason, &n.name);
-                    false
+                    None
                 }
-                None => true,
+                None => {
+                    positions.push(i);
+                    Some(n)
+                }
             })
             .collect();
         let depth = levels.len();
@@ -255,13 +263,17 @@ impl TopologyTree {
                 break values;
             }
             drop(values);
-            members.retain(|n| match missing_level(n, levels) {
-                Some(reason) => {
-                    left_out.add(reason, &n.name);
-                    false
-                }
-                None => true,
-            });
+            (positions, members) = positions
+                .into_iter()
+                .zip(members)
+                .filter(|(_, n)| match missing_level(n, levels) {
+                    Some(reason) => {
+                        left_out.add(reason, &n.name);
+                        false
+                    }
+                    None => true,
+                })
+                .unzip();
         };
         // Nodes of a pool list the same resources: each member's key set is numbered, a set
         // equal to the member before's taking its number (its names compared, not hashed).
@@ -495,6 +507,7 @@ impl TopologyTree {
             by_level,
             resources,
             nodes: member_nodes,
+            positions,
             capacity,
             node_leaf,
             name_hasher,

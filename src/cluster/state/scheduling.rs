@@ -266,7 +266,7 @@ impl ClusterState {
             &BTreeMap::new(),
             seats,
         );
-        let member_ids = tree.nodes.iter().map(|n| self.node_ids[&n.name]).collect();
+        let member_ids = self.member_ids(&tree);
         let built = Arc::new(FlavorTopology {
             name: HOSTNAME_TREE.to_string(),
             tree,

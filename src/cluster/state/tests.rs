@@ -339,3 +339,31 @@ fn scoring_usage_follows_pods_in_and_out() {
     assert!(s.remove_pod("p1"));
     assert!(s.scored(id).is_empty(), "{:?}", s.scored(id));
 }
+
+/// A tree's members map back to their node ids by position, past deleted nodes (holes in
+/// the ids), nodes left out of the tree, and nodes missing a level label (which the build
+/// reads again without them).
+#[test]
+fn member_ids_name_each_members_own_node() {
+    let mut s = ClusterState::new();
+    for (name, rack) in [("n0", "r1"), ("gone", "r1"), ("n2", "r2"), ("down", "r1")] {
+        s.apply_node(node(name, rack, 8));
+    }
+    let mut down = node("down", "r1", 8);
+    down.ready = false;
+    s.apply_node(down);
+    let mut unlabelled = node("unlabelled", "r1", 8);
+    unlabelled.labels.remove(RACK);
+    s.apply_node(unlabelled);
+    s.apply_node(node("n5", "r1", 8));
+    assert!(s.delete_node("gone"));
+    with_flavor(&mut s);
+    let f = s.flavor("f").unwrap();
+    let members: Vec<&str> = f.tree.nodes.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(members, ["n0", "n2", "n5"]);
+    for (m, &id) in f.member_ids.iter().enumerate() {
+        assert_eq!(s.name_of(id), Some(members[m]), "member {m}");
+        assert_eq!(s.node_id(members[m]), Some(id), "member {m}");
+    }
+    assert_eq!(f.member_ids.len(), 3);
+}
