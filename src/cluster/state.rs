@@ -1052,7 +1052,8 @@ impl ClusterState {
     }
 
     /// The node id of each member of a tree built from the live nodes in id order
-    /// (`self.nodes.iter().flatten()`): `member_ids[m]` for `tree.nodes[m]`.
+    /// (`self.nodes.iter().flatten()`): `member_ids[m]` for `tree.nodes[m]`. Only for a tree
+    /// built from exactly those nodes, in that order: the ids come from positions.
     fn member_ids(&self, tree: &TopologyTree) -> Vec<NodeId> {
         let given: Vec<NodeId> = (0..self.nodes.len())
             .filter(|&i| self.nodes[i].is_some())

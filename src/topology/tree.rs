@@ -26,7 +26,7 @@ pub type DomainIdx = usize;
 
 /// One domain: a distinct label path prefix at some level. Its label values are read from
 /// its first node ([`TopologyTree::value`], [`TopologyTree::values`]), so a build copies no
-/// strings.
+/// label values.
 #[derive(Debug, Clone)]
 pub struct Domain {
     /// Depth: 0 is the top level.
@@ -67,10 +67,13 @@ pub struct TopologyTree {
     /// them maps members back to its own ids without a lookup by name.
     pub positions: Vec<usize>,
     /// Per domain, row-major over [`TopologyTree::resources`]: a leaf's summed allocatable
-    /// (zero above the leaves). The same layout as a `FreeCapacity`, which starts as a copy.
+    /// (zero above the leaves). The same layout as a `FreeCapacity`: `FreeCapacity::empty`
+    /// is a copy of it.
     capacity: Vec<i64>,
     /// The leaf of each member node, found by the node's name: `(member, leaf)` entries
-    /// hashed by [`TopologyTree::name_hasher`], so no name is copied.
+    /// hashed by [`TopologyTree::name_hasher`], so no name is copied. Node names are unique
+    /// (the cluster state keys nodes by name); of two members given the same name, which one
+    /// a lookup finds is unspecified.
     node_leaf: HashTable<(usize, DomainIdx)>,
     name_hasher: foldhash::fast::RandomState,
     resource_ids: FastMap<String, usize>,
