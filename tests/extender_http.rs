@@ -591,7 +591,7 @@ fn assert_nothing_overbooked(extender: &Extender) {
     let state = extender.state().read();
     {
         for (_, n) in state.nodes() {
-            let used = state.node_usage(&n.name).cloned().unwrap_or_default();
+            let used = state.node_usage(&n.name).unwrap_or_default();
             for (resource, amount) in &used {
                 let cap = n.allocatable.get(resource).copied().unwrap_or(0);
                 assert!(*amount <= cap, "{}: {resource} {amount} > {cap}", n.name);

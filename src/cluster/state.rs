@@ -24,6 +24,7 @@
 //! waits behind a whole batch. The tree cache has its own small lock so that readers can build a
 //! missing tree under the read lock.
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Instant;
@@ -34,13 +35,13 @@ use std::borrow::Cow;
 
 use super::group::{GroupKey, PodIndex, PodSetHint};
 use super::kueue::{ClusterQueue, KueueObjects, LocalQueue, ResourceFlavor, Topology};
-pub use super::pod_resources::PodResources;
+pub use super::pod_resources::{PodResources, ResourceAmounts, ScoringAmounts};
 use super::scheduling_groups::{GroupId, Origin, PendingMember, SchedulingGroup, pending_member};
 use super::sets::SetEntry;
 use super::workloads::{count_pod_of_role, finish_group_pod_sets};
 use super::{BoundPod, Cluster, LostPod, PendingGroupPod, PendingPodSet, Workload};
 use crate::topology::capacity::FreeCapacity;
-use crate::topology::resources::{PODS, add_amount, add_pod_amounts};
+use crate::topology::resources::{PODS, add_pod_amounts};
 use crate::topology::tree::TopologyTree;
 use crate::topology::{NodeInfo, ResourceList};
 
@@ -50,19 +51,15 @@ pub type NodeId = u32;
 /// A pod that holds capacity on a node, by uid.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PodUsage {
-    /// `metadata.namespace`.
-    pub namespace: String,
-    /// `metadata.name`.
-    pub name: String,
     /// The node it holds capacity on.
     pub node: NodeId,
     /// Its effective requests, without the `pods` slot.
     pub requests: PodResources,
     /// Its CPU and memory as kube-scheduler's scoring counts them (the non-zero defaults for
     /// containers that request none; [`crate::cluster::pod_requests::scoring_requests`]).
-    pub scoring: PodResources,
-    /// The group it belongs to.
-    pub group: GroupKey,
+    pub scoring: ScoringAmounts,
+    /// The group it belongs to: one copy shared by every pod of the group the state holds.
+    pub group: Arc<GroupKey>,
     /// Its PodSet in the group, as the pod says.
     pub pod_set: PodSetHint,
     /// Which pod of its PodSet it is.
@@ -151,16 +148,19 @@ pub struct ClusterState {
     /// By id; `None` for a name whose node is deleted. Shared with the trees built from them.
     nodes: Vec<Option<Arc<NodeInfo>>>,
     /// By id: requests of the pods holding capacity there, plus their `pods` slots.
-    used: Vec<ResourceList>,
+    used: Vec<ResourceAmounts>,
     /// By id: the same pods' CPU and memory as scoring counts them.
-    scored: Vec<ResourceList>,
+    scored: Vec<ScoringAmounts>,
     live_nodes: usize,
-    pods: HashMap<String, PodUsage, foldhash::fast::RandomState>,
-    members: HashMap<GroupKey, BTreeSet<String>>,
+    /// By uid. A uid is allocated once and shared with `members` and `terminating`.
+    pods: HashMap<Arc<str>, PodUsage, foldhash::fast::RandomState>,
+    /// Per group, the uids of its pods holding capacity. The key is the one copy of the group
+    /// its pods share.
+    members: HashMap<Arc<GroupKey>, BTreeSet<Arc<str>>>,
     /// Per running group, the pods that left it and are not replaced yet.
     departed: HashMap<GroupKey, Vec<Departed>>,
     /// Per group, the uids of its pods being deleted.
-    terminating: HashMap<GroupKey, BTreeSet<String>>,
+    terminating: HashMap<GroupKey, BTreeSet<Arc<str>>>,
     /// Kueue's Workloads (`namespace/name`) and the group each stands for, when it is a Job
     /// or JobSet: those groups are Kueue's to place.
     kueue_workloads: HashMap<String, Option<GroupKey>>,
@@ -265,8 +265,8 @@ impl ClusterState {
         self.node_ids.insert(name.to_string(), id);
         self.names.push(name.to_string());
         self.nodes.push(None);
-        self.used.push(ResourceList::new());
-        self.scored.push(ResourceList::new());
+        self.used.push(ResourceAmounts::default());
+        self.scored.push(ScoringAmounts::default());
         id
     }
 
@@ -377,19 +377,19 @@ impl ClusterState {
     }
 
     /// Requests of the pods holding capacity on a node (plus their `pods` slots).
-    pub fn used(&self, id: NodeId) -> &ResourceList {
+    pub fn used(&self, id: NodeId) -> &ResourceAmounts {
         &self.used[id as usize]
     }
 
     /// What the pods on node `id` count for in kube-scheduler's scoring: CPU and memory with
     /// the non-zero defaults for containers that request none.
-    pub fn scored(&self, id: NodeId) -> &ResourceList {
-        &self.scored[id as usize]
+    pub fn scored(&self, id: NodeId) -> ScoringAmounts {
+        self.scored[id as usize]
     }
 
-    /// [`Self::used`] by name; `None` for a node never seen.
-    pub fn node_usage(&self, name: &str) -> Option<&ResourceList> {
-        self.node_id(name).map(|id| self.used(id))
+    /// [`Self::used`] by name, as a list; `None` for a node never seen.
+    pub fn node_usage(&self, name: &str) -> Option<ResourceList> {
+        self.node_id(name).map(|id| self.used(id).to_list())
     }
 
     // -----------------------------------------------------------------------------------------
@@ -399,17 +399,15 @@ impl ClusterState {
     /// A pod that holds capacity (bound, not finished), from manifests or a watch. Replaces
     /// whatever was recorded under its uid (an assumed bind becomes confirmed).
     pub fn apply_bound_pod(&mut self, pod: &BoundPod) {
-        let uid = pod.key();
+        let uid = pod.key().into();
         let node = self.intern(&pod.node_name);
         self.record(
             uid,
             PodUsage {
-                namespace: pod.namespace.clone(),
-                name: pod.name.clone(),
                 node,
                 requests: PodResources::from(&pod.requests),
-                scoring: PodResources::from(&pod.scoring),
-                group: pod.group.clone(),
+                scoring: ScoringAmounts::from(&pod.scoring),
+                group: Arc::new(pod.group.clone()),
                 pod_set: pod.pod_set.clone(),
                 index: pod.index,
                 terminating: pod.terminating,
@@ -421,7 +419,7 @@ impl ClusterState {
     /// A pod bound by kube-tas before the watch shows it (read-your-writes).
     pub fn assume(&mut self, uid: &str, usage: PodUsage) {
         self.record(
-            uid.to_string(),
+            uid.into(),
             PodUsage {
                 assumed: true,
                 ..usage
@@ -429,23 +427,20 @@ impl ClusterState {
         );
     }
 
-    fn record(&mut self, uid: String, usage: PodUsage) {
-        if let Some(old) = self.pods.get(&uid) {
-            let same = old.node == usage.node && old.requests == usage.requests;
-            if same {
+    fn record(&mut self, uid: Arc<str>, mut usage: PodUsage) {
+        if let Some(old) = self.pods.get_mut(&uid) {
+            if old.node == usage.node && old.requests == usage.requests {
                 let confirmed = old.assumed && !usage.assumed;
-                let group = old.group.clone();
-                if let Some(p) = self.pods.get_mut(&uid) {
-                    p.assumed &= !confirmed;
-                    p.terminating |= usage.terminating;
-                }
+                old.assumed &= !confirmed;
+                old.terminating |= usage.terminating;
                 if usage.terminating {
+                    let group = (*old.group).clone();
                     self.terminating.entry(group).or_default().insert(uid);
                 }
                 return;
             }
             self.take_pod(&uid);
-        } else if let Some(gone) = self.departed.get_mut(&usage.group) {
+        } else if let Some(gone) = self.departed.get_mut(&*usage.group) {
             // A pod taking a departed pod's place (the latest to leave it).
             let (pod_set, index) = usage.slot();
             if let Some(i) = gone
@@ -455,25 +450,27 @@ impl ClusterState {
                 gone.remove(i);
             }
             if gone.is_empty() {
-                self.departed.remove(&usage.group);
+                self.departed.remove(&*usage.group);
             }
         }
         if usage.terminating {
             self.terminating
-                .entry(usage.group.clone())
+                .entry((*usage.group).clone())
                 .or_default()
                 .insert(uid.clone());
         }
         self.usage_generation += 1;
         add_pod_amounts(&mut self.used[usage.node as usize], usage.requests.iter());
-        let scored = &mut self.scored[usage.node as usize];
-        for (name, value) in usage.scoring.iter() {
-            add_amount(scored, name, value);
-        }
-        self.members
-            .entry(usage.group.clone())
-            .or_default()
-            .insert(uid.clone());
+        self.scored[usage.node as usize].add(&usage.scoring);
+        // The group's one shared copy: the key its members are listed under.
+        let uids = match self.members.entry(usage.group.clone()) {
+            Entry::Occupied(listed) => {
+                usage.group = listed.key().clone();
+                listed.into_mut()
+            }
+            Entry::Vacant(first) => first.insert(BTreeSet::new()),
+        };
+        uids.insert(uid.clone());
         self.pods.insert(uid, usage);
     }
 
@@ -491,7 +488,7 @@ impl ClusterState {
                 .members(&p.group)
                 .any(|m| !m.terminating && m.pod_set == p.pod_set && m.index == p.index);
         if self.members.contains_key(&p.group) && !replaced {
-            let gone = self.departed.entry(p.group.clone()).or_default();
+            let gone = self.departed.entry((*p.group).clone()).or_default();
             if gone.len() >= MAX_DEPARTED_PER_GROUP {
                 gone.remove(0);
             }
@@ -546,24 +543,12 @@ impl ClusterState {
         let p = self.pods.remove(uid)?;
         self.usage_generation += 1;
         let used = &mut self.used[p.node as usize];
-        for (name, value) in p.requests.iter() {
-            if name != PODS
-                && let Some(v) = used.get_mut(name)
-            {
-                *v -= value;
-            }
+        for (name, value) in p.requests.iter().filter(|(name, _)| *name != PODS) {
+            used.take_off(name, value);
         }
-        if let Some(v) = used.get_mut(PODS) {
-            *v -= 1;
-        }
-        used.retain(|_, v| *v != 0);
-        let scored = &mut self.scored[p.node as usize];
-        for (name, value) in p.scoring.iter() {
-            if let Some(v) = scored.get_mut(name) {
-                *v -= value;
-            }
-        }
-        scored.retain(|_, v| *v != 0);
+        used.take_off(PODS, 1);
+        used.drop_zeros();
+        self.scored[p.node as usize].take_off(&p.scoring);
         if let Some(m) = self.members.get_mut(&p.group) {
             m.remove(uid);
             if m.is_empty() {
@@ -626,8 +611,8 @@ impl ClusterState {
         let gone: Vec<String> = self
             .pods
             .iter()
-            .filter(|(uid, p)| !p.assumed && !keep.contains(*uid))
-            .map(|(uid, _)| uid.clone())
+            .filter(|(uid, p)| !p.assumed && !keep.contains(&***uid))
+            .map(|(uid, _)| uid.to_string())
             .collect();
         for uid in gone {
             self.remove_pod(&uid);
@@ -643,7 +628,7 @@ impl ClusterState {
         self.pods
             .iter()
             .filter(|(_, p)| !p.assumed)
-            .map(|(uid, _)| uid.clone())
+            .map(|(uid, _)| uid.to_string())
             .collect()
     }
 
@@ -806,7 +791,7 @@ impl ClusterState {
             .get(group)
             .into_iter()
             .flatten()
-            .filter(|u| !self.pods.contains_key(*u))
+            .filter(|u| !self.pods.contains_key(u.as_str()))
             .filter_map(|u| self.pending_group_pods.get(u))
     }
 
@@ -1096,7 +1081,7 @@ impl ClusterState {
                 if !subtract_usage {
                     continue;
                 }
-                free.subtract(tree, leaf, self.used(id));
+                free.subtract(tree, leaf, self.used(id).iter());
                 if let Some(h) = held(id) {
                     free.subtract(tree, leaf, h);
                 }
@@ -1119,7 +1104,7 @@ impl ClusterState {
         let used = self.used(id);
         let left = |k: &str| {
             node.allocatable.get(k).copied().unwrap_or(0)
-                - used.get(k).copied().unwrap_or(0)
+                - used.get(k).unwrap_or(0)
                 - held.and_then(|h| h.get(k)).copied().unwrap_or(0)
         };
         // One more pod takes one more `pods` slot, as kube-scheduler's NodeResourcesFit counts.

@@ -44,7 +44,9 @@ use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use crate::cluster::WorkloadKind;
 use crate::cluster::admit::{Route, RoutedPodSet, RoutedWorkload, route};
 use crate::cluster::group::{LWS_LEADER_POD_SET, LWS_WORKER_POD_SET, PodIndex, PodSetHint};
-use crate::cluster::state::{ClusterState, FlavorTopology, NodeId, PodResources, PodUsage};
+use crate::cluster::state::{
+    ClusterState, FlavorTopology, NodeId, PodResources, PodUsage, ScoringAmounts,
+};
 use crate::keys;
 use crate::topology::node_failure::GATE_FAIL_FAST;
 use crate::topology::placement::{
@@ -866,12 +868,10 @@ impl PlanBook {
         state.assume(
             &ticket.uid,
             PodUsage {
-                namespace: ticket.namespace.clone(),
-                name: ticket.name.clone(),
                 node: ticket.node_id,
                 requests: PodResources::from(&requests),
-                scoring: PodResources::from(&scoring),
-                group: key.group,
+                scoring: ScoringAmounts::from(&scoring),
+                group: Arc::new(key.group),
                 pod_set,
                 index,
                 terminating: false,

@@ -146,7 +146,7 @@ impl PlanBook {
             let Some(node) = state.node(id) else {
                 return false;
             };
-            let mut used = state.used(id).clone();
+            let mut used = state.used(id).to_list();
             for (k, v) in self.held.at(id).into_iter().flatten() {
                 *used.entry(k.clone()).or_insert(0) += v;
             }

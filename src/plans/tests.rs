@@ -65,7 +65,7 @@ impl TestBook {
         self.book.stats()
     }
 
-    fn node_usage(&self, node: &str) -> Option<&ResourceList> {
+    fn node_usage(&self, node: &str) -> Option<ResourceList> {
         self.state.node_usage(node)
     }
 }
@@ -759,7 +759,7 @@ fn binding_twice_to_the_same_node_counts_once() {
     )
     .unwrap();
     let stats = b.stats();
-    let usage = b.node_usage(&seat).cloned();
+    let usage = b.node_usage(&seat);
     let bound = b.cluster().bound_pods.len();
     b.bind(
         "default",
@@ -770,7 +770,7 @@ fn binding_twice_to_the_same_node_counts_once() {
     )
     .unwrap();
     assert_eq!(b.stats(), stats);
-    assert_eq!(b.node_usage(&seat).cloned(), usage);
+    assert_eq!(b.node_usage(&seat), usage);
     assert_eq!(b.cluster().bound_pods.len(), bound);
     assert_eq!(stats.pods_bound, 1);
     // Moving a bound pod elsewhere is refused.

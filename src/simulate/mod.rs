@@ -351,12 +351,7 @@ impl Simulation<'_, '_> {
         let counts = |m: &BTreeMap<DomainIdx, i64>| {
             m.iter()
                 .map(|(&leaf, &count)| DomainCount {
-                    values: flavor
-                        .tree
-                        .values(leaf)
-                        .into_iter()
-                        .map(str::to_string)
-                        .collect(),
+                    values: flavor.tree.path(leaf).map(str::to_string).collect(),
                     count,
                 })
                 .collect()

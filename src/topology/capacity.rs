@@ -4,6 +4,8 @@
 //! immutable, the capacity is copied per decision and reduced as placements are made.
 //! Values may go negative (over-committed nodes); counting treats that as no room.
 
+use std::borrow::Borrow;
+
 use super::resources::{PODS, ResourceList};
 use super::tree::{DomainIdx, TopologyTree};
 
@@ -82,11 +84,16 @@ impl FreeCapacity {
     }
 
     /// Takes a usage total (a `pods` entry counts pod slots) from a leaf.
-    pub fn subtract(&mut self, tree: &TopologyTree, leaf: DomainIdx, usage: &ResourceList) {
+    pub fn subtract<K: AsRef<str>, V: Borrow<i64>>(
+        &mut self,
+        tree: &TopologyTree,
+        leaf: DomainIdx,
+        usage: impl IntoIterator<Item = (K, V)>,
+    ) {
         let slot = &mut self.values[leaf * self.width..(leaf + 1) * self.width];
         for (name, value) in usage {
-            if let Some(id) = tree.resource_id(name) {
-                slot[id] = slot[id].saturating_sub(*value);
+            if let Some(id) = tree.resource_id(name.as_ref()) {
+                slot[id] = slot[id].saturating_sub(*value.borrow());
             }
         }
     }

@@ -21,17 +21,30 @@ pub fn add_pod_usage(total: &mut ResourceList, requests: &ResourceList) {
     );
 }
 
-/// [`add_pod_usage`] for requests kept in any form: `(name, amount)` pairs.
+/// A total of amounts by resource name, kept in any form: what [`add_pod_amounts`] adds to.
+pub trait AmountTotal {
+    /// Adds `value` to `name`, saturating, as [`add_amount`] does.
+    fn add_amount(&mut self, name: &str, value: i64);
+}
+
+impl AmountTotal for ResourceList {
+    fn add_amount(&mut self, name: &str, value: i64) {
+        add_amount(self, name, value);
+    }
+}
+
+/// [`add_pod_usage`] for requests kept in any form (`(name, amount)` pairs), into a total kept
+/// in any form.
 pub fn add_pod_amounts<'a>(
-    total: &mut ResourceList,
+    total: &mut impl AmountTotal,
     requests: impl IntoIterator<Item = (&'a str, i64)>,
 ) {
     for (name, value) in requests {
         if name != PODS {
-            add_amount(total, name, value);
+            total.add_amount(name, value);
         }
     }
-    add_amount(total, PODS, 1);
+    total.add_amount(PODS, 1);
 }
 
 /// Adds `value` to `name` in `total`, saturating: usage beyond i64 (absurd requests summed)

@@ -127,7 +127,7 @@ impl ClusterState {
             .get(group)
             .into_iter()
             .flatten()
-            .filter(|u| !self.pods.contains_key(*u))
+            .filter(|u| !self.pods.contains_key(u.as_str()))
             .filter_map(|u| self.scheduling_pending.get(u).map(|m| (u.as_str(), m)))
             .collect();
         out.sort_by(|a, b| a.1.order().cmp(&b.1.order()));
@@ -217,8 +217,8 @@ impl ClusterState {
         let mut usage = Usage::new();
         for (id, node) in self.nodes() {
             let mut u = NodeUsage {
-                requested: self.used(id).clone(),
-                non_zero: self.scored(id).clone(),
+                requested: self.used(id).to_list(),
+                non_zero: self.scored(id).to_list(),
             };
             if let Some(h) = held(id) {
                 for (k, v) in h {

@@ -75,7 +75,7 @@ fn the_same_pod_applied_twice_counts_once_and_deletion_gives_it_back() {
     s.apply_bound_pod(&pod("p1", "n1", 2, Some("j")));
     s.apply_bound_pod(&pod("p1", "n1", 2, Some("j")));
     assert_eq!(cpu(&s, "n1"), 2000);
-    assert_eq!(s.used(s.node_id("n1").unwrap())[PODS], 1);
+    assert_eq!(s.used(s.node_id("n1").unwrap()).get(PODS), Some(1));
     let group = s.pod("p1").unwrap().group.clone();
     assert_eq!(s.members(&group).count(), 1);
     // The pod moves (a watch shows it bound elsewhere): the old node gets its room back.
@@ -96,12 +96,10 @@ fn an_assumed_bind_is_confirmed_by_the_watch_and_only_unconfirmed_ones_are_forgo
     let mut s = ClusterState::new();
     s.apply_node(node("n1", "r1", 8));
     let usage = PodUsage {
-        namespace: "default".into(),
-        name: "p1".into(),
         node: s.node_id("n1").unwrap(),
         requests: PodResources::from(&[("cpu".to_string(), 1000)].into()),
-        scoring: PodResources::from(&[("cpu".to_string(), 1000)].into()),
-        group: GroupKey::of_pod(&Default::default(), None),
+        scoring: ScoringAmounts::from(&[("cpu".to_string(), 1000)].into()),
+        group: Arc::new(GroupKey::of_pod(&Default::default(), None)),
         pod_set: Default::default(),
         index: Default::default(),
         terminating: false,
@@ -329,15 +327,15 @@ fn scoring_usage_follows_pods_in_and_out() {
     p.scoring = [("cpu".to_string(), 2000), ("memory".to_string(), 200 << 20)].into();
     s.apply_bound_pod(&p);
     s.apply_bound_pod(&p); // the same pod again counts once
-    assert_eq!(s.scored(id)["memory"], 200 << 20);
-    assert_eq!(s.scored(id)["cpu"], 2000);
+    assert_eq!(s.scored(id).memory, 200 << 20);
+    assert_eq!(s.scored(id).cpu, 2000);
     // Resized in place: the old amounts leave, the new ones come.
     p.requests = [("cpu".to_string(), 3000)].into();
     p.scoring = [("cpu".to_string(), 3000), ("memory".to_string(), 200 << 20)].into();
     s.apply_bound_pod(&p);
-    assert_eq!(s.scored(id)["cpu"], 3000);
+    assert_eq!(s.scored(id).cpu, 3000);
     assert!(s.remove_pod("p1"));
-    assert!(s.scored(id).is_empty(), "{:?}", s.scored(id));
+    assert_eq!(s.scored(id), ScoringAmounts::default());
 }
 
 /// A tree's members map back to their node ids by position, past deleted nodes (holes in
@@ -366,4 +364,48 @@ fn member_ids_name_each_members_own_node() {
         assert_eq!(s.node_id(members[m]), Some(id), "member {m}");
     }
     assert_eq!(f.member_ids.len(), 3);
+}
+
+/// The pods of one group share one copy of the group (the key their members are listed
+/// under) and each uid is kept once, shared by the pod table and the group's member list;
+/// the scoring amounts add up per node as CPU and memory.
+#[test]
+fn a_groups_pods_share_one_group_copy_and_each_uid_is_kept_once() {
+    let mut s = ClusterState::new();
+    s.apply_node(node("n1", "r1", 8));
+    let mut p1 = pod("p1", "n1", 1, Some("j"));
+    p1.scoring.insert("memory".into(), 300 << 20);
+    s.apply_bound_pod(&p1);
+    s.apply_bound_pod(&pod("p2", "n1", 2, Some("j")));
+    s.apply_bound_pod(&pod("p3", "n1", 1, Some("other")));
+    let (a, b, c) = (
+        s.pod("p1").unwrap(),
+        s.pod("p2").unwrap(),
+        s.pod("p3").unwrap(),
+    );
+    assert!(Arc::ptr_eq(&a.group, &b.group), "one copy of Job default/j");
+    assert!(!Arc::ptr_eq(&a.group, &c.group));
+    let (listed, uids) = s.members.get_key_value(&*a.group).unwrap();
+    assert!(
+        Arc::ptr_eq(listed, &a.group),
+        "the member list's key is that copy"
+    );
+    let (table_uid, _) = s.pods.get_key_value("p2").unwrap();
+    let member_uid = uids.get("p2").unwrap();
+    assert!(
+        Arc::ptr_eq(table_uid, member_uid),
+        "the uid is allocated once"
+    );
+    let id = s.node_id("n1").unwrap();
+    assert_eq!(s.scored(id).cpu, 4000);
+    assert_eq!(s.scored(id).memory, 300 << 20);
+    // Every pod of the group gone: the copy goes with its member list.
+    assert!(s.remove_pod("p1") && s.remove_pod("p2"));
+    assert!(!s.members.contains_key(&GroupKey {
+        kind: WorkloadKind::Job,
+        namespace: "default".into(),
+        name: "j".into(),
+    }));
+    assert_eq!(s.scored(id).memory, 0, "given back");
+    assert_eq!(s.scored(id).cpu, 1000);
 }
