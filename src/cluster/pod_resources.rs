@@ -16,11 +16,25 @@ use crate::topology::podgroup::MEMORY;
 use crate::topology::resources::AmountTotal;
 use crate::topology::resources::CPU;
 
-/// Resource name → amount, sorted by name (as a [`ResourceList`] iterates).
+/// Resource name → amount, sorted by name (as a [`ResourceList`] iterates). Cheap to clone:
+/// equal amounts can share one copy ([`Self::share`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PodResources(Box<[(Arc<str>, i64)]>);
+pub struct PodResources(Arc<[(Arc<str>, i64)]>);
 
 impl PodResources {
+    /// Takes `other`'s copy when the amounts are equal (the pods of one group mostly ask the
+    /// same), so that the two share it.
+    pub fn share(&mut self, other: &Self) {
+        if !self.is_shared_with(other) && self.0 == other.0 {
+            self.0 = other.0.clone();
+        }
+    }
+
+    /// The two are one shared copy.
+    pub fn is_shared_with(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
     /// Every (name, amount), by name.
     pub fn iter(&self) -> impl Iterator<Item = (&str, i64)> {
         self.0.iter().map(|(name, value)| (&**name, *value))
@@ -184,8 +198,21 @@ mod tests {
         );
         assert_eq!(compact.get("cpu"), Some(1500));
         assert_eq!(compact.get("pods"), None);
-        let again = PodResources::from(&list);
+        let mut again = PodResources::from(&list);
         assert_eq!(again, compact);
+        assert!(!again.is_shared_with(&compact));
+        again.share(&compact);
+        assert!(
+            again.is_shared_with(&compact),
+            "equal amounts share one copy"
+        );
+        let mut other = PodResources::from(&[("cpu".to_string(), 1)].into());
+        other.share(&compact);
+        assert!(
+            !other.is_shared_with(&compact),
+            "different amounts keep their own"
+        );
+        assert_eq!(other.get("cpu"), Some(1));
         assert!(
             Arc::ptr_eq(&again.0[0].0, &compact.0[0].0),
             "one copy of `cpu`"

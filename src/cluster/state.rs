@@ -433,9 +433,14 @@ impl ClusterState {
                 let confirmed = old.assumed && !usage.assumed;
                 old.assumed &= !confirmed;
                 old.terminating |= usage.terminating;
-                if usage.terminating {
-                    let group = (*old.group).clone();
-                    self.terminating.entry(group).or_default().insert(uid);
+                let group = usage.terminating.then(|| (*old.group).clone());
+                if let Some(group) = group {
+                    // The table's copy of the uid, not this event's.
+                    let stored = self
+                        .pods
+                        .get_key_value(&uid)
+                        .map_or(uid, |(k, _)| k.clone());
+                    self.terminating.entry(group).or_default().insert(stored);
                 }
                 return;
             }
@@ -470,6 +475,11 @@ impl ClusterState {
             }
             Entry::Vacant(first) => first.insert(BTreeSet::new()),
         };
+        // The pods of a group mostly ask the same: equal requests share the first listed
+        // pod's copy (one comparison, not a search of the group).
+        if let Some(listed) = uids.first().and_then(|u| self.pods.get(u)) {
+            usage.requests.share(&listed.requests);
+        }
         uids.insert(uid.clone());
         self.pods.insert(uid, usage);
     }

@@ -378,6 +378,7 @@ fn a_groups_pods_share_one_group_copy_and_each_uid_is_kept_once() {
     s.apply_bound_pod(&p1);
     s.apply_bound_pod(&pod("p2", "n1", 2, Some("j")));
     s.apply_bound_pod(&pod("p3", "n1", 1, Some("other")));
+    s.apply_bound_pod(&pod("p4", "n1", 1, Some("j")));
     let (a, b, c) = (
         s.pod("p1").unwrap(),
         s.pod("p2").unwrap(),
@@ -385,6 +386,19 @@ fn a_groups_pods_share_one_group_copy_and_each_uid_is_kept_once() {
     );
     assert!(Arc::ptr_eq(&a.group, &b.group), "one copy of Job default/j");
     assert!(!Arc::ptr_eq(&a.group, &c.group));
+    let d = s.pod("p4").unwrap();
+    assert!(
+        d.requests.is_shared_with(&a.requests),
+        "the same requests as its group's first listed pod: one copy"
+    );
+    assert!(
+        !a.requests.is_shared_with(&b.requests),
+        "different requests"
+    );
+    assert!(
+        !c.requests.is_shared_with(&a.requests),
+        "another group's pod"
+    );
     let (listed, uids) = s.members.get_key_value(&*a.group).unwrap();
     assert!(
         Arc::ptr_eq(listed, &a.group),
@@ -397,10 +411,17 @@ fn a_groups_pods_share_one_group_copy_and_each_uid_is_kept_once() {
         "the uid is allocated once"
     );
     let id = s.node_id("n1").unwrap();
-    assert_eq!(s.scored(id).cpu, 4000);
+    assert_eq!(s.scored(id).cpu, 5000);
     assert_eq!(s.scored(id).memory, 300 << 20);
+    // Marked terminating by a later event: the uid listed there is the table's copy too.
+    let mut p2 = pod("p2", "n1", 2, Some("j"));
+    p2.terminating = true;
+    s.apply_bound_pod(&p2);
+    let (table_uid, _) = s.pods.get_key_value("p2").unwrap();
+    let terminating = s.terminating.values().next().unwrap().get("p2").unwrap();
+    assert!(Arc::ptr_eq(table_uid, terminating), "one copy of the uid");
     // Every pod of the group gone: the copy goes with its member list.
-    assert!(s.remove_pod("p1") && s.remove_pod("p2"));
+    assert!(s.remove_pod("p1") && s.remove_pod("p2") && s.remove_pod("p4"));
     assert!(!s.members.contains_key(&GroupKey {
         kind: WorkloadKind::Job,
         namespace: "default".into(),
