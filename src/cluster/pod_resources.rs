@@ -1,6 +1,6 @@
 //! [`PodResources`], [`ScoringAmounts`] and [`ResourceAmounts`]: the resource amounts the
 //! cluster state keeps for every pod that holds capacity and every node's usage, in as little
-//! memory as they fit: a pod's requests as one boxed slice, a node's usage as one vector, the
+//! memory as they fit: a pod's requests as one shared slice, a node's usage as one vector, the
 //! resource names shared by every pod and node (interned once per process), never a map and a
 //! `String` per name; the scoring amounts (always CPU and memory) as two numbers.
 //!
