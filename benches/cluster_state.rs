@@ -187,7 +187,7 @@ fn one_by_one(state: &mut ClusterState, nodes: &[NodeInfo]) {
         let mut moved = nodes[b * RACKS * HOSTS].clone();
         moved
             .labels
-            .insert(RACK.into(), format!("b{b}-r{}", (i / BLOCKS) % RACKS));
+            .insert(RACK, &format!("b{b}-r{}", (i / BLOCKS) % RACKS));
         let t = Instant::now();
         state.apply_node(moved);
         let tree = state.flavor("f");
@@ -228,9 +228,7 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             i += 1;
             let mut moved = nodes[0].clone();
-            moved
-                .labels
-                .insert(RACK.into(), format!("b0-r{}", i % RACKS));
+            moved.labels.insert(RACK, &format!("b0-r{}", i % RACKS));
             state.apply_node(moved);
             black_box(state.flavor("f"))
         })

@@ -275,7 +275,7 @@ fn filter(extender: &Extender, pod: &Pod) -> Result<Vec<String>, String> {
 }
 
 fn rack_of(state: &ClusterState, node: &str) -> String {
-    state.node_by_name(node).unwrap().labels[RACK].clone()
+    state.node_by_name(node).unwrap().labels[RACK].to_string()
 }
 
 fn binding_args(pod: &Pod, node: &str) -> ExtenderBindingArgs {

@@ -1275,7 +1275,7 @@ fn rack_of(cluster: &Cluster, node: &str) -> (String, String) {
         .iter()
         .find(|n| n.name == node)
         .unwrap_or_else(|| panic!("{node} is not a node"));
-    (n.labels[BLOCK].clone(), n.labels[RACK].clone())
+    (n.labels[BLOCK].to_string(), n.labels[RACK].to_string())
 }
 
 async fn filter(router: &Router, pod: &Value, names: &[String]) -> Value {
@@ -1334,9 +1334,10 @@ async fn an_admitted_job_is_placed_as_one_gang_by_the_extender() {
     );
     assert!(
         hosts.iter().all(|h| {
-            cluster.nodes.iter().any(|n| {
-                &n.name == h && n.labels.get("node-group").map(String::as_str) == Some("cpu")
-            })
+            cluster
+                .nodes
+                .iter()
+                .any(|n| &n.name == h && n.labels.get("node-group") == Some("cpu"))
         }),
         "{hosts:?}"
     );

@@ -846,7 +846,7 @@ pub(crate) fn node_info(node: Node, name: String) -> Result<NodeInfo, FieldError
         .map(|t| t.0.as_second());
     Ok(NodeInfo {
         name,
-        labels: node.metadata.labels.unwrap_or_default(),
+        labels: node.metadata.labels.unwrap_or_default().into(),
         taints: spec.taints.unwrap_or_default(),
         allocatable,
         ready,

@@ -41,6 +41,7 @@ use super::sets::SetEntry;
 use super::workloads::{count_pod_of_role, finish_group_pod_sets};
 use super::{BoundPod, Cluster, LostPod, PendingGroupPod, PendingPodSet, Workload};
 use crate::topology::capacity::FreeCapacity;
+use crate::topology::labels::LabelTexts;
 use crate::topology::resources::{PODS, add_pod_amounts};
 use crate::topology::tree::TopologyTree;
 use crate::topology::{NodeInfo, ResourceList};
@@ -152,6 +153,8 @@ pub struct ClusterState {
     /// By id: the same pods' CPU and memory as scoring counts them.
     scored: Vec<ScoringAmounts>,
     live_nodes: usize,
+    /// One copy of every label key and value the nodes carry.
+    label_texts: LabelTexts,
     /// By uid. A uid is allocated once and shared with `members` and `terminating`.
     pods: HashMap<Arc<str>, PodUsage, foldhash::fast::RandomState>,
     /// Per group, the uids of its pods holding capacity. The key is the one copy of the group
@@ -271,7 +274,7 @@ impl ClusterState {
     }
 
     /// A node was added or changed.
-    pub fn apply_node(&mut self, node: NodeInfo) -> NodeChange {
+    pub fn apply_node(&mut self, mut node: NodeInfo) -> NodeChange {
         let id = self.intern(&node.name) as usize;
         let change = match &self.nodes[id] {
             None => NodeChange::Added,
@@ -300,6 +303,7 @@ impl ClusterState {
             }
             NodeChange::Capacity => self.capacity_generation += 1,
         }
+        node.labels = node.labels.interned(&mut self.label_texts);
         self.nodes[id] = Some(Arc::new(node));
         change
     }

@@ -369,7 +369,7 @@ fn seat_of(b: &mut TestBook, pod: &Pod, now: Instant) -> String {
 /// The rack label of a node.
 fn rack_of(b: &TestBook, node: &str) -> String {
     let n = b.cluster().nodes.iter().find(|n| n.name == node).unwrap();
-    format!("{}/{}", n.labels[BLOCK], n.labels[RACK])
+    format!("{}/{}", &n.labels[BLOCK], &n.labels[RACK])
 }
 
 fn cpu_used(b: &TestBook, node: &str) -> i64 {

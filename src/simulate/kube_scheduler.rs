@@ -299,7 +299,7 @@ mod tests {
     fn each_filter_rejects_in_the_schedulers_words() {
         let mut nodes = vec![node("ok"), node("cordoned"), node("down"), node("tainted")];
         nodes.push(NodeInfo {
-            labels: [("zone".to_string(), "b".to_string())].into(),
+            labels: [("zone", "b")].into_iter().collect(),
             ..node("labelled")
         });
         nodes[1].unschedulable = true;

@@ -134,7 +134,12 @@ impl<'c> Simulation<'c, '_> {
                         .map(|n| &n.labels);
                     let values = keys
                         .iter()
-                        .map(|k| labels.and_then(|l| l.get(k)).cloned().unwrap_or_default())
+                        .map(|k| {
+                            labels
+                                .and_then(|l| l.get(k))
+                                .unwrap_or_default()
+                                .to_string()
+                        })
                         .chain(std::iter::once(node.clone()))
                         .collect();
                     *per_domain.entry(values).or_insert(0) += 1;

@@ -28,7 +28,7 @@ impl NodeBuilder {
             ready: true,
             ..Default::default()
         };
-        n.labels.insert(HOST.into(), name.into());
+        n.labels.insert(HOST, name);
         n.allocatable.insert("pods".into(), 110);
         Self(n)
     }
@@ -42,7 +42,7 @@ impl NodeBuilder {
     }
     /// Sets any label.
     pub fn label(mut self, k: &str, v: &str) -> Self {
-        self.0.labels.insert(k.into(), v.into());
+        self.0.labels.insert(k, v);
         self
     }
     /// Whole CPUs (stored in millicores).

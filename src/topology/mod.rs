@@ -11,6 +11,7 @@ pub mod counting;
 #[cfg(test)]
 pub mod fixtures;
 pub mod gates;
+pub mod labels;
 pub mod message;
 pub mod node;
 pub mod node_failure;
@@ -24,6 +25,7 @@ pub mod room;
 pub mod tree;
 
 pub use gates::FeatureGates;
+pub use labels::NodeLabels;
 pub use node::NodeInfo;
 pub use request::{PodSetSpec, SliceLayer, TopologyRequest};
 pub use resources::ResourceList;

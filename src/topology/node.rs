@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::{
     Toleration,
 };
 
+use super::labels::NodeLabels;
 use super::resources::ResourceList;
 
 /// A node stripped to what placement needs.
@@ -19,7 +20,7 @@ pub struct NodeInfo {
     /// `metadata.name`.
     pub name: String,
     /// `metadata.labels`.
-    pub labels: BTreeMap<String, String>,
+    pub labels: NodeLabels,
     /// `spec.taints`.
     pub taints: Vec<Taint>,
     /// `status.allocatable`, parsed (CPU in millicores).
@@ -110,11 +111,10 @@ pub fn taint_to_string(t: &Taint) -> String {
 /// Whether the node labels satisfy an equality selector (`spec.nodeSelector`): every
 /// `key: value` of the selector must be present with the same value. An empty selector
 /// matches every node.
-pub fn matches_node_selector(
-    labels: &BTreeMap<String, String>,
-    selector: &BTreeMap<String, String>,
-) -> bool {
-    selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+pub fn matches_node_selector(labels: &NodeLabels, selector: &BTreeMap<String, String>) -> bool {
+    selector
+        .iter()
+        .all(|(k, v)| labels.get(k) == Some(v.as_str()))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -240,11 +240,11 @@ struct LabelRequirement {
 
 impl LabelRequirement {
     /// `labels.Requirement.Matches`.
-    fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    fn matches(&self, labels: &NodeLabels) -> bool {
         let value = labels.get(&self.key);
         match &self.op {
-            LabelOp::In(values) => value.is_some_and(|v| values.contains(v)),
-            LabelOp::NotIn(values) => value.is_none_or(|v| !values.contains(v)),
+            LabelOp::In(values) => value.is_some_and(|v| values.iter().any(|x| x == v)),
+            LabelOp::NotIn(values) => value.is_none_or(|v| !values.iter().any(|x| x == v)),
             LabelOp::Exists => value.is_some(),
             LabelOp::DoesNotExist => value.is_none(),
             LabelOp::Gt(bound) => parse_go_int(value).is_some_and(|v| v > *bound),
@@ -255,7 +255,7 @@ impl LabelRequirement {
 
 /// A node label value read as Go's `strconv.ParseInt(v, 10, 64)` reads it (optional sign,
 /// decimal digits, no spaces); `None` when absent or not an integer.
-fn parse_go_int(value: Option<&String>) -> Option<i64> {
+fn parse_go_int(value: Option<&str>) -> Option<i64> {
     value.and_then(|v| v.parse::<i64>().ok())
 }
 
@@ -635,10 +635,7 @@ mod tests {
     fn node(name: &str, labels: &[(&str, &str)]) -> NodeInfo {
         NodeInfo {
             name: name.to_string(),
-            labels: labels
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
+            labels: labels.iter().copied().collect(),
             ..NodeInfo::default()
         }
     }
@@ -851,10 +848,7 @@ mod tests {
 
     #[test]
     fn node_selector() {
-        let labels: BTreeMap<String, String> = [("a", "1"), ("b", "2")]
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let labels: NodeLabels = [("a", "1"), ("b", "2")].into_iter().collect();
         let sel = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
             pairs
                 .iter()

@@ -774,7 +774,7 @@ impl Engine<'_> {
                 .tree
                 .bound(g)
                 .filter_map(|n| self.index.get(n))
-                .filter_map(|&i| self.nodes[i].labels.get(key).map(String::as_str))
+                .filter_map(|&i| self.nodes[i].labels.get(key))
                 .collect();
             let noun = noun(key);
             match bound.iter().collect::<Vec<_>>().as_slice() {

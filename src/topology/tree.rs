@@ -212,7 +212,7 @@ fn left_out_because(node: &NodeInfo) -> Option<LeftOutReason> {
 fn missing_level(node: &NodeInfo, levels: &[String]) -> Option<LeftOutReason> {
     levels
         .iter()
-        .find(|l| !node.labels.contains_key(*l))
+        .find(|l| !node.labels.contains_key(l))
         .map(|l| LeftOutReason::MissingLabel(l.clone()))
 }
 
@@ -234,7 +234,7 @@ impl TopologyTree {
             .filter(|(_, n)| {
                 flavor_node_labels
                     .iter()
-                    .all(|(k, v)| n.labels.get(k) == Some(v))
+                    .all(|(k, v)| n.labels.get(k) == Some(v.as_str()))
             })
             .filter_map(|(i, n)| match left_out_because(&n) {
                 Some(reason) => {
@@ -256,7 +256,7 @@ impl TopologyTree {
             let complete = members.iter().all(|n| {
                 levels.iter().all(|l| match n.labels.get(l) {
                     Some(v) => {
-                        values.push(v.as_str());
+                        values.push(v);
                         true
                     }
                     None => false,
@@ -582,7 +582,7 @@ impl TopologyTree {
         self.nodes[member]
             .labels
             .get(&self.levels[level])
-            .map_or("", String::as_str)
+            .unwrap_or_default()
     }
 
     /// Dense resource id of a resource name.

@@ -201,7 +201,7 @@ status:
     assert_eq!(n1.allocatable["cpu"], 8000);
     assert_eq!(n1.allocatable["memory"], 1 << 30);
     assert_eq!(n1.allocatable["pods"], 110);
-    assert_eq!(n1.labels["kubernetes.io/hostname"], "n1");
+    assert_eq!(&n1.labels["kubernetes.io/hostname"], "n1");
     assert!(n1.ready && !n1.unschedulable);
 
     assert_eq!(cluster.kueue.topologies["default"].spec.levels.len(), 2);

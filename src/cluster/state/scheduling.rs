@@ -252,7 +252,7 @@ impl ClusterState {
         }
         let seats = self.nodes.iter().flatten().map(|n| {
             Arc::new(NodeInfo {
-                labels: BTreeMap::from([(HOSTNAME_LABEL.to_string(), n.name.clone())]),
+                labels: [(HOSTNAME_LABEL, n.name.as_str())].into_iter().collect(),
                 ready: true,
                 ready_condition_missing: false,
                 unschedulable: false,

@@ -149,6 +149,42 @@ fn capacity_changes_keep_the_tree_and_topology_changes_rebuild_it() {
 }
 
 #[test]
+fn nodes_share_one_copy_of_each_label_text() {
+    let mut s = ClusterState::new();
+    s.apply_node(node("n1", "r1", 8));
+    s.apply_node(node("n2", "r1", 8));
+    s.apply_node(node("n3", "r2", 8));
+    let pointer = |s: &ClusterState, name: &str, key: &str| {
+        let labels = &s.node_by_name(name).unwrap().labels;
+        labels.iter().find(|(k, _)| *k == key).unwrap().1.as_ptr()
+    };
+    assert_eq!(
+        pointer(&s, "n1", RACK),
+        pointer(&s, "n2", RACK),
+        "one copy of r1"
+    );
+    assert_ne!(pointer(&s, "n1", RACK), pointer(&s, "n3", RACK));
+    assert_eq!(
+        pointer(&s, "n1", BLOCK),
+        pointer(&s, "n3", BLOCK),
+        "one copy of b1"
+    );
+    for name in ["n1", "n2", "n3"] {
+        assert!(
+            s.node_by_name(name)
+                .unwrap()
+                .labels
+                .shares_texts_with(&s.label_texts)
+        );
+    }
+    // A capacity change keeps the node on the shared copies.
+    assert_eq!(s.apply_node(node("n1", "r1", 16)), NodeChange::Capacity);
+    assert_eq!(pointer(&s, "n1", RACK), pointer(&s, "n2", RACK));
+    // block, rack, host keys; b1, r1, r2; n1, n2, n3.
+    assert_eq!(s.label_texts.len(), 9);
+}
+
+#[test]
 fn a_relist_removes_what_it_no_longer_lists_but_keeps_binds_in_flight() {
     let mut s = ClusterState::new();
     for n in ["n1", "n2", "n3"] {

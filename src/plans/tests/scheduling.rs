@@ -248,7 +248,7 @@ fn label_of(b: &TestBook, node: &str, key: &str) -> String {
         .unwrap_or_else(|| panic!("no node {node}"))
         .labels
         .get(key)
-        .cloned()
+        .map(str::to_string)
         .unwrap_or_else(|| panic!("{node} has no {key} label"))
 }
 
@@ -260,7 +260,7 @@ fn rack(b: &TestBook, node: &str) -> String {
 fn rack_nodes(b: &TestBook, r: &str) -> Vec<String> {
     all_nodes(b)
         .into_iter()
-        .filter(|n| b.state.node_by_name(n).unwrap().labels.get("rack") == Some(&r.to_string()))
+        .filter(|n| b.state.node_by_name(n).unwrap().labels.get("rack") == Some(r))
         .collect()
 }
 
