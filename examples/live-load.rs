@@ -6,7 +6,8 @@
 //! * the time from spawning kube-tas to the first `200` of `GET /readyz` (polled every 20 ms),
 //!   that is until every watched kind has applied its first list;
 //! * kube-tas's `VmRSS` and `VmHWM` (peak RSS) from `/proc/PID/status` at ready and again after
-//!   `--steady-seconds`, and the CPU time it used (user + system) by then;
+//!   `--steady-seconds` (the steady figure split into anonymous memory and mapped files), and
+//!   the CPU time it used (user + system) by then;
 //! * `kube_tas_cluster_nodes` and `kube_tas_cluster_pods` from `/metrics`, to confirm that
 //!   everything arrived.
 //!
@@ -101,6 +102,8 @@ impl Guard {
 struct ProcSample {
     rss_kb: u64,
     hwm_kb: u64,
+    /// The anonymous part of RSS (heap, stacks); the rest is mapped files (the binary).
+    anon_kb: u64,
     /// User + system CPU time.
     cpu_seconds: f64,
     /// System CPU time alone (mostly page faults while memory grows).
@@ -133,6 +136,7 @@ fn proc_sample(pid: u32) -> Result<ProcSample, String> {
     Ok(ProcSample {
         rss_kb: field("VmRSS:"),
         hwm_kb: field("VmHWM:"),
+        anon_kb: field("RssAnon:"),
         cpu_seconds: (stat_field(14) + stat_field(15)) as f64 / 100.0,
         sys_seconds: stat_field(15) as f64 / 100.0,
         faults: stat_field(10),
@@ -293,11 +297,13 @@ fn run(args: &Args) -> Result<(), String> {
         at_ready.faults
     );
     println!(
-        "after {:>2} s:         RSS {:7.1} MiB  VmHWM {:7.1} MiB  cpu {:6.2} s  \
-         counted {nodes} nodes, {pods} pods",
+        "after {:>2} s:         RSS {:7.1} MiB  VmHWM {:7.1} MiB  (anonymous {:.1} MiB, \
+         files {:.1} MiB)  cpu {:6.2} s  counted {nodes} nodes, {pods} pods",
         args.steady_seconds,
         mib(steady.rss_kb),
         mib(steady.hwm_kb),
+        mib(steady.anon_kb),
+        mib(steady.rss_kb.saturating_sub(steady.anon_kb)),
         steady.cpu_seconds
     );
     println!(
@@ -309,13 +315,14 @@ fn run(args: &Args) -> Result<(), String> {
     let complete = nodes == expected_nodes && pods == expected_pods;
     println!(
         "RESULT ready_ms={:.0} rss_ready_kb={} hwm_ready_kb={} rss_steady_kb={} hwm_steady_kb={} \
-         cpu_ready_s={:.2} sys_ready_s={:.2} faults_ready={} nodes={nodes} pods={pods} \
+         anon_steady_kb={} cpu_ready_s={:.2} sys_ready_s={:.2} faults_ready={} nodes={nodes} pods={pods} \
          complete={complete}",
         ready.as_secs_f64() * 1e3,
         at_ready.rss_kb,
         at_ready.hwm_kb,
         steady.rss_kb,
         steady.hwm_kb,
+        steady.anon_kb,
         at_ready.cpu_seconds,
         at_ready.sys_seconds,
         at_ready.faults
