@@ -381,7 +381,7 @@ impl Webhook {
             // hash annotation), so the flavor's injection does not move it to another PodSet.
             injection
                 .annotations
-                .insert(keys::ROLE_HASH.to_string(), role);
+                .insert(keys::ROLE_HASH.to_string(), role.to_string());
         }
         let spec = pod.spec.as_ref().unwrap_or(&no_spec);
         // A Job's pod was checked as its Job's template; its own spec may still differ.

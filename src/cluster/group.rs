@@ -4,6 +4,7 @@
 //! kube-scheduler sends, a pod the watch shows bound, and a pod after a restart.
 
 use std::fmt;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::PodSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -135,11 +136,11 @@ pub enum PodSetHint {
     #[default]
     Main,
     /// A named PodSet: a JobSet's replicated Job, or the webhook's PodSet stamp.
-    Named(String),
+    Named(Arc<str>),
     /// A LeaderWorkerSet pod by its worker index: 0 is the leader.
     LwsWorker(usize),
     /// A plain pod group's pod by its role ([`super::role::pod_role`]).
-    Role(String),
+    Role(Arc<str>),
 }
 
 /// The PodSet of a LeaderWorkerSet group's leader (when the set has a leader template).
@@ -154,7 +155,7 @@ impl PodSetHint {
         if label(meta, keys::JOBSET_NAME_LABEL).is_some()
             && let Some(rj) = label(meta, keys::JOBSET_REPLICATED_JOB_LABEL)
         {
-            return PodSetHint::Named(rj.to_string());
+            return PodSetHint::Named(rj.into());
         }
         if label(meta, keys::LWS_NAME_LABEL).is_some()
             && let Some(i) = label(meta, keys::LWS_WORKER_INDEX_LABEL).and_then(|v| v.parse().ok())
@@ -167,16 +168,39 @@ impl PodSetHint {
             .and_then(|a| a.get(keys::STAMP_POD_SET))
             .filter(|v| !v.is_empty())
         {
-            return PodSetHint::Named(name.clone());
+            return PodSetHint::Named(name.as_str().into());
         }
         if controller_job_of(meta).is_none()
             && label(meta, keys::POD_GROUP_NAME_LABEL).is_some()
             && let Some(spec) = spec
             && let Ok(role) = pod_role(meta, spec)
         {
-            return PodSetHint::Role(role);
+            return PodSetHint::Role(role.into());
         }
         PodSetHint::Main
+    }
+
+    /// Takes `other`'s copy of the name when both name the same PodSet or role, so that the
+    /// pods of a group keep one copy of it.
+    pub fn share(&mut self, other: &Self) {
+        match (self, other) {
+            (PodSetHint::Named(mine), PodSetHint::Named(theirs))
+            | (PodSetHint::Role(mine), PodSetHint::Role(theirs))
+                if mine == theirs =>
+            {
+                *mine = Arc::clone(theirs);
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether this hint keeps its name in the same allocation as `other` (tests).
+    pub fn is_shared_with(&self, other: &Self) -> bool {
+        match (self, other) {
+            (PodSetHint::Named(a), PodSetHint::Named(b))
+            | (PodSetHint::Role(a), PodSetHint::Role(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
     }
 
     /// The PodSet among a workload's PodSet names: a named one by its name; a
@@ -204,10 +228,14 @@ impl PodSetHint {
     pub fn rank(
         &self,
         pod_set: &str,
-        completion_index: Option<usize>,
-        job_index: Option<usize>,
+        completion_index: Option<u32>,
+        job_index: Option<u32>,
         pods_per_replica: usize,
     ) -> Option<usize> {
+        let (completion_index, job_index) = (
+            completion_index.map(|c| c as usize),
+            job_index.map(|j| j as usize),
+        );
         match self {
             PodSetHint::LwsWorker(i) if pod_set == LWS_WORKER_POD_SET => i.checked_sub(1),
             PodSetHint::LwsWorker(0) if pod_set == LWS_LEADER_POD_SET => Some(0),
@@ -229,9 +257,10 @@ impl PodSetHint {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct PodIndex {
     /// `jobset.sigs.k8s.io/job-index`.
-    pub job: Option<usize>,
-    /// `batch.kubernetes.io/job-completion-index` (annotation, else label).
-    pub completion: Option<usize>,
+    pub job: Option<u32>,
+    /// `batch.kubernetes.io/job-completion-index` (annotation, else label). Kubernetes keeps
+    /// it an `int32`, so 32 bits hold every valid one.
+    pub completion: Option<u32>,
 }
 
 impl PodIndex {

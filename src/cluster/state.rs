@@ -405,13 +405,18 @@ impl ClusterState {
     pub fn apply_bound_pod(&mut self, pod: &BoundPod) {
         let uid = pod.key().into();
         let node = self.intern(&pod.node_name);
+        // The group's shared copy when it is listed already (`record` lists a new one).
+        let group = match self.members.get_key_value(&pod.group) {
+            Some((listed, _)) => listed.clone(),
+            None => Arc::new(pod.group.clone()),
+        };
         self.record(
             uid,
             PodUsage {
                 node,
                 requests: PodResources::from(&pod.requests),
                 scoring: ScoringAmounts::from(&pod.scoring),
-                group: Arc::new(pod.group.clone()),
+                group,
                 pod_set: pod.pod_set.clone(),
                 index: pod.index,
                 terminating: pod.terminating,
@@ -479,10 +484,12 @@ impl ClusterState {
             }
             Entry::Vacant(first) => first.insert(BTreeSet::new()),
         };
-        // The pods of a group mostly ask the same: equal requests share the first listed
-        // pod's copy (one comparison, not a search of the group).
+        // The pods of a group mostly ask the same and name the same PodSet: equal requests
+        // and PodSet names share the first listed pod's copy (one comparison each, not a
+        // search of the group).
         if let Some(listed) = uids.first().and_then(|u| self.pods.get(u)) {
             usage.requests.share(&listed.requests);
+            usage.pod_set.share(&listed.pod_set);
         }
         uids.insert(uid.clone());
         self.pods.insert(uid, usage);
@@ -839,7 +846,7 @@ impl ClusterState {
         }
         for m in self.members(group) {
             if let PodSetHint::Role(role) = &m.pod_set
-                && let Some(set) = pod_sets.iter_mut().find(|s| s.spec.name == *role)
+                && let Some(set) = pod_sets.iter_mut().find(|s| *s.spec.name == **role)
             {
                 set.spec.count += 1;
             }

@@ -26,9 +26,9 @@ pub struct PodFacts {
     /// Its PodSet in the group, as far as the pod says.
     pub pod_set: PodSetHint,
     /// `batch.kubernetes.io/job-completion-index` (annotation or label) of an Indexed Job.
-    pub completion_index: Option<usize>,
+    pub completion_index: Option<u32>,
     /// `jobset.sigs.k8s.io/job-index` of a JobSet's pod: its Job among the replicas.
-    pub job_index: Option<usize>,
+    pub job_index: Option<u32>,
     /// Its effective requests, without the `pods` slot.
     pub requests: ResourceList,
     /// Its CPU and memory as kube-scheduler's scoring counts them (non-zero defaults).
@@ -70,7 +70,7 @@ impl PodFacts {
             .or_else(|| labels.and_then(|l| l.get(keys::JOB_COMPLETION_INDEX)));
         let completion_index = match index_text {
             None => None,
-            Some(v) => Some(v.parse::<usize>().map_err(|_| {
+            Some(v) => Some(v.parse::<u32>().map_err(|_| {
                 format!(
                     "{}: metadata.annotations[{:?}]: not a completion index: {v:?}",
                     label(),
@@ -80,7 +80,7 @@ impl PodFacts {
         };
         let job_index = match labels.and_then(|l| l.get(keys::JOBSET_JOB_INDEX_LABEL)) {
             None => None,
-            Some(v) => Some(v.parse::<usize>().map_err(|_| {
+            Some(v) => Some(v.parse::<u32>().map_err(|_| {
                 format!(
                     "{}: metadata.labels[{:?}]: not a job index: {v:?}",
                     label(),

@@ -662,8 +662,8 @@ impl PlanBook {
         // The PodSet the pod names, then the one a workload of one PodSet calls `main`.
         let (first, fallback) = match &facts.pod_set {
             PodSetHint::Main => (MAIN_POD_SET, None),
-            PodSetHint::Named(name) => (name.as_str(), None),
-            PodSetHint::Role(role) => (role.as_str(), Some(MAIN_POD_SET)),
+            PodSetHint::Named(name) => (&**name, None),
+            PodSetHint::Role(role) => (&**role, Some(MAIN_POD_SET)),
             PodSetHint::LwsWorker(0) => (LWS_LEADER_POD_SET, Some(MAIN_POD_SET)),
             PodSetHint::LwsWorker(_) => (LWS_WORKER_POD_SET, Some(MAIN_POD_SET)),
         };

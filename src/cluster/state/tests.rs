@@ -233,7 +233,7 @@ fn room_counts_usage_holds_and_the_pod_slot() {
 }
 
 /// Pod `uid` of Job `train` with completion index `index` on `node`.
-fn indexed(uid: &str, index: usize, node: &str) -> BoundPod {
+fn indexed(uid: &str, index: u32, node: &str) -> BoundPod {
     BoundPod {
         index: PodIndex {
             job: None,
@@ -411,10 +411,14 @@ fn a_groups_pods_share_one_group_copy_and_each_uid_is_kept_once() {
     s.apply_node(node("n1", "r1", 8));
     let mut p1 = pod("p1", "n1", 1, Some("j"));
     p1.scoring.insert("memory".into(), 300 << 20);
-    s.apply_bound_pod(&p1);
-    s.apply_bound_pod(&pod("p2", "n1", 2, Some("j")));
-    s.apply_bound_pod(&pod("p3", "n1", 1, Some("other")));
-    s.apply_bound_pod(&pod("p4", "n1", 1, Some("j")));
+    let named = |p: BoundPod, pod_set: &str| BoundPod {
+        pod_set: PodSetHint::Named(pod_set.into()),
+        ..p
+    };
+    s.apply_bound_pod(&named(p1, "workers"));
+    s.apply_bound_pod(&named(pod("p2", "n1", 2, Some("j")), "leader"));
+    s.apply_bound_pod(&named(pod("p3", "n1", 1, Some("other")), "workers"));
+    s.apply_bound_pod(&named(pod("p4", "n1", 1, Some("j")), "workers"));
     let (a, b, c) = (
         s.pod("p1").unwrap(),
         s.pod("p2").unwrap(),
@@ -435,6 +439,12 @@ fn a_groups_pods_share_one_group_copy_and_each_uid_is_kept_once() {
         !c.requests.is_shared_with(&a.requests),
         "another group's pod"
     );
+    assert!(
+        d.pod_set.is_shared_with(&a.pod_set),
+        "the same PodSet as its group's first listed pod: one copy of its name"
+    );
+    assert!(!b.pod_set.is_shared_with(&a.pod_set), "another PodSet");
+    assert!(!c.pod_set.is_shared_with(&a.pod_set), "another group's pod");
     let (listed, uids) = s.members.get_key_value(&*a.group).unwrap();
     assert!(
         Arc::ptr_eq(listed, &a.group),
@@ -465,4 +475,17 @@ fn a_groups_pods_share_one_group_copy_and_each_uid_is_kept_once() {
     }));
     assert_eq!(s.scored(id).memory, 0, "given back");
     assert_eq!(s.scored(id).cpu, 1000);
+}
+
+#[test]
+fn a_pods_record_stays_small() {
+    // The pod table holds one of these per pod holding capacity (150,000 at 15,000 nodes):
+    // a field that grows it shows here first.
+    assert!(
+        std::mem::size_of::<PodUsage>() <= 88,
+        "PodUsage is {} bytes",
+        std::mem::size_of::<PodUsage>()
+    );
+    assert_eq!(std::mem::size_of::<PodIndex>(), 16);
+    assert_eq!(std::mem::size_of::<PodSetHint>(), 24);
 }

@@ -119,7 +119,7 @@ fn running_nodes(b: &TestBook) -> Vec<(usize, String)> {
         .members(&group)
         .map(|p| {
             let node = b.state.name_of(p.node).unwrap().to_string();
-            (p.index.completion.unwrap(), node)
+            (p.index.completion.unwrap() as usize, node)
         })
         .collect();
     nodes.sort();
