@@ -303,7 +303,11 @@ impl ClusterState {
             }
             NodeChange::Capacity => self.capacity_generation += 1,
         }
-        node.labels = node.labels.interned(&mut self.label_texts);
+        node.labels = match &self.nodes[id] {
+            // Labels just compared equal: the old node's shared copies, no lookups.
+            Some(old) if change == NodeChange::Capacity => old.labels.clone(),
+            _ => node.labels.interned(&mut self.label_texts),
+        };
         self.nodes[id] = Some(Arc::new(node));
         change
     }
