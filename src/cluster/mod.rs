@@ -27,6 +27,7 @@ pub mod live;
 mod load;
 pub mod pod_requests;
 pub mod pod_resources;
+pub mod pod_uid;
 pub mod pod_view;
 pub mod quantity;
 pub mod role;

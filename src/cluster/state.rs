@@ -36,6 +36,7 @@ use std::borrow::Cow;
 use super::group::{GroupKey, PodIndex, PodSetHint};
 use super::kueue::{ClusterQueue, KueueObjects, LocalQueue, ResourceFlavor, Topology};
 pub use super::pod_resources::{PodResources, ResourceAmounts, ScoringAmounts};
+use super::pod_uid::PodUid;
 use super::scheduling_groups::{GroupId, Origin, PendingMember, SchedulingGroup, pending_member};
 use super::sets::SetEntry;
 use super::workloads::{count_pod_of_role, finish_group_pod_sets};
@@ -155,15 +156,15 @@ pub struct ClusterState {
     live_nodes: usize,
     /// One copy of every label key and value the nodes carry.
     label_texts: LabelTexts,
-    /// By uid. A uid is allocated once and shared with `members` and `terminating`.
-    pods: HashMap<Arc<str>, PodUsage, foldhash::fast::RandomState>,
+    /// By uid (a UUID kept inline: nothing allocated per pod for its key).
+    pods: HashMap<PodUid, PodUsage, foldhash::fast::RandomState>,
     /// Per group, the uids of its pods holding capacity. The key is the one copy of the group
     /// its pods share.
-    members: HashMap<Arc<GroupKey>, BTreeSet<Arc<str>>>,
+    members: HashMap<Arc<GroupKey>, BTreeSet<PodUid>>,
     /// Per running group, the pods that left it and are not replaced yet.
     departed: HashMap<GroupKey, Vec<Departed>>,
     /// Per group, the uids of its pods being deleted.
-    terminating: HashMap<GroupKey, BTreeSet<Arc<str>>>,
+    terminating: HashMap<GroupKey, BTreeSet<PodUid>>,
     /// Kueue's Workloads (`namespace/name`) and the group each stands for, when it is a Job
     /// or JobSet: those groups are Kueue's to place.
     kueue_workloads: HashMap<String, Option<GroupKey>>,
@@ -407,7 +408,7 @@ impl ClusterState {
     /// A pod that holds capacity (bound, not finished), from manifests or a watch. Replaces
     /// whatever was recorded under its uid (an assumed bind becomes confirmed).
     pub fn apply_bound_pod(&mut self, pod: &BoundPod) {
-        let uid = pod.key().into();
+        let uid = PodUid::new(&pod.key());
         let node = self.intern(&pod.node_name);
         // The group's shared copy when it is listed already (`record` lists a new one).
         let group = match self.members.get_key_value(&pod.group) {
@@ -432,7 +433,7 @@ impl ClusterState {
     /// A pod bound by kube-tas before the watch shows it (read-your-writes).
     pub fn assume(&mut self, uid: &str, usage: PodUsage) {
         self.record(
-            uid.into(),
+            PodUid::new(uid),
             PodUsage {
                 assumed: true,
                 ..usage
@@ -440,7 +441,7 @@ impl ClusterState {
         );
     }
 
-    fn record(&mut self, uid: Arc<str>, mut usage: PodUsage) {
+    fn record(&mut self, uid: PodUid, mut usage: PodUsage) {
         if let Some(old) = self.pods.get_mut(&uid) {
             if old.node == usage.node && old.requests == usage.requests {
                 let confirmed = old.assumed && !usage.assumed;
@@ -448,7 +449,8 @@ impl ClusterState {
                 old.terminating |= usage.terminating;
                 let group = usage.terminating.then(|| (*old.group).clone());
                 if let Some(group) = group {
-                    // The table's copy of the uid, not this event's.
+                    // The table's copy of the uid, not this event's (one allocation for a
+                    // uid kept as text).
                     let stored = self
                         .pods
                         .get_key_value(&uid)
@@ -503,7 +505,7 @@ impl ClusterState {
     /// pod of a group that still runs is remembered as departed. `false` when nothing was
     /// recorded under `uid`.
     pub fn remove_pod(&mut self, uid: &str) -> bool {
-        let Some(p) = self.take_pod(uid) else {
+        let Some(p) = self.take_pod(&PodUid::new(uid)) else {
             return false;
         };
         // An indexed pod whose successor already runs leaves no place to take.
@@ -530,7 +532,7 @@ impl ClusterState {
     /// A pod that finished `Succeeded`: its usage is given back and nothing is remembered
     /// (no pod is recreated for it).
     pub fn remove_succeeded_pod(&mut self, uid: &str) -> bool {
-        let Some(p) = self.take_pod(uid) else {
+        let Some(p) = self.take_pod(&PodUid::new(uid)) else {
             return false;
         };
         self.forget_departed_if_idle(&p.group);
@@ -564,7 +566,7 @@ impl ClusterState {
     }
 
     /// Takes a pod out, giving its usage back (nothing remembered).
-    fn take_pod(&mut self, uid: &str) -> Option<PodUsage> {
+    fn take_pod(&mut self, uid: &PodUid) -> Option<PodUsage> {
         let p = self.pods.remove(uid)?;
         self.usage_generation += 1;
         let used = &mut self.used[p.node as usize];
@@ -594,7 +596,7 @@ impl ClusterState {
         }
     }
 
-    fn forget_terminating(&mut self, group: &GroupKey, uid: &str) {
+    fn forget_terminating(&mut self, group: &GroupKey, uid: &PodUid) {
         if let Some(t) = self.terminating.get_mut(group) {
             t.remove(uid);
             if t.is_empty() {
@@ -611,7 +613,7 @@ impl ClusterState {
     /// A pod the watch shows holding nothing: not bound (yet), or finished. A bind of
     /// kube-tas's own the watch has not caught up with stays, unless the pod has finished.
     pub fn apply_unbound_pod(&mut self, uid: &str, finished: bool) -> bool {
-        match self.pods.get(uid) {
+        match self.pod(uid) {
             Some(p) if p.assumed && !finished => false,
             Some(_) => self.remove_pod(uid),
             None => false,
@@ -620,8 +622,9 @@ impl ClusterState {
 
     /// Undoes an assumed bind whose Binding failed; a pod the watch has confirmed stays.
     pub fn forget_assumed(&mut self, uid: &str) -> bool {
-        if self.pods.get(uid).is_some_and(|p| p.assumed)
-            && let Some(p) = self.take_pod(uid)
+        let uid = PodUid::new(uid);
+        if self.pods.get(&uid).is_some_and(|p| p.assumed)
+            && let Some(p) = self.take_pod(&uid)
         {
             self.forget_departed_if_idle(&p.group);
             return true;
@@ -632,11 +635,11 @@ impl ClusterState {
     /// A full pod list (a relist): `holding` are the pods that hold capacity now (by uid);
     /// every other pod recorded, except binds the watch has not shown yet, is removed.
     pub fn replace_pods(&mut self, holding: Vec<BoundPod>) {
-        let keep: BTreeSet<String> = holding.iter().map(BoundPod::key).collect();
+        let keep: BTreeSet<PodUid> = holding.iter().map(|p| PodUid::new(&p.key())).collect();
         let gone: Vec<String> = self
             .pods
             .iter()
-            .filter(|(uid, p)| !p.assumed && !keep.contains(&***uid))
+            .filter(|(uid, p)| !p.assumed && !keep.contains(uid))
             .map(|(uid, _)| uid.to_string())
             .collect();
         for uid in gone {
@@ -659,7 +662,7 @@ impl ClusterState {
 
     /// The pod recorded under `uid`.
     pub fn pod(&self, uid: &str) -> Option<&PodUsage> {
-        self.pods.get(uid)
+        self.pods.get(&PodUid::new(uid))
     }
 
     /// How many pods hold capacity.
@@ -816,7 +819,7 @@ impl ClusterState {
             .get(group)
             .into_iter()
             .flatten()
-            .filter(|u| !self.pods.contains_key(u.as_str()))
+            .filter(|u| self.pod(u).is_none())
             .filter_map(|u| self.pending_group_pods.get(u))
     }
 

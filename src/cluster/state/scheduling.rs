@@ -127,7 +127,7 @@ impl ClusterState {
             .get(group)
             .into_iter()
             .flatten()
-            .filter(|u| !self.pods.contains_key(u.as_str()))
+            .filter(|u| self.pod(u).is_none())
             .filter_map(|u| self.scheduling_pending.get(u).map(|m| (u.as_str(), m)))
             .collect();
         out.sort_by(|a, b| a.1.order().cmp(&b.1.order()));

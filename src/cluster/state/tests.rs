@@ -403,8 +403,8 @@ fn member_ids_name_each_members_own_node() {
 }
 
 /// The pods of one group share one copy of the group (the key their members are listed
-/// under) and each uid is kept once, shared by the pod table and the group's member list;
-/// the scoring amounts add up per node as CPU and memory.
+/// under) and a uid that is not a UUID is kept once, shared by the pod table and the group's
+/// member list; the scoring amounts add up per node as CPU and memory.
 #[test]
 fn a_groups_pods_share_one_group_copy_and_each_uid_is_kept_once() {
     let mut s = ClusterState::new();
@@ -450,22 +450,21 @@ fn a_groups_pods_share_one_group_copy_and_each_uid_is_kept_once() {
         Arc::ptr_eq(listed, &a.group),
         "the member list's key is that copy"
     );
-    let (table_uid, _) = s.pods.get_key_value("p2").unwrap();
-    let member_uid = uids.get("p2").unwrap();
-    assert!(
-        Arc::ptr_eq(table_uid, member_uid),
-        "the uid is allocated once"
-    );
+    let shared = |a: &PodUid, b: &PodUid| matches!((a, b), (PodUid::Text(a), PodUid::Text(b)) if Arc::ptr_eq(a, b));
+    let p2 = PodUid::new("p2");
+    let (table_uid, _) = s.pods.get_key_value(&p2).unwrap();
+    let member_uid = uids.get(&p2).unwrap();
+    assert!(shared(table_uid, member_uid), "the uid is allocated once");
     let id = s.node_id("n1").unwrap();
     assert_eq!(s.scored(id).cpu, 5000);
     assert_eq!(s.scored(id).memory, 300 << 20);
     // Marked terminating by a later event: the uid listed there is the table's copy too.
-    let mut p2 = pod("p2", "n1", 2, Some("j"));
-    p2.terminating = true;
-    s.apply_bound_pod(&p2);
-    let (table_uid, _) = s.pods.get_key_value("p2").unwrap();
-    let terminating = s.terminating.values().next().unwrap().get("p2").unwrap();
-    assert!(Arc::ptr_eq(table_uid, terminating), "one copy of the uid");
+    let mut deleted = pod("p2", "n1", 2, Some("j"));
+    deleted.terminating = true;
+    s.apply_bound_pod(&deleted);
+    let (table_uid, _) = s.pods.get_key_value(&p2).unwrap();
+    let terminating = s.terminating.values().next().unwrap().get(&p2).unwrap();
+    assert!(shared(table_uid, terminating), "one copy of the uid");
     // Every pod of the group gone: the copy goes with its member list.
     assert!(s.remove_pod("p1") && s.remove_pod("p2") && s.remove_pod("p4"));
     assert!(!s.members.contains_key(&GroupKey {
@@ -475,6 +474,38 @@ fn a_groups_pods_share_one_group_copy_and_each_uid_is_kept_once() {
     }));
     assert_eq!(s.scored(id).memory, 0, "given back");
     assert_eq!(s.scored(id).cpu, 1000);
+}
+
+/// A pod with an API-server uid is keyed by the UUID's 16 bytes (nothing allocated for its
+/// key) and is found, marked and removed by its uid's text as any other pod.
+#[test]
+fn an_api_server_uid_is_kept_inline_and_found_by_its_text() {
+    const UID: &str = "6f1d2c3b-4a59-4e8f-9a0b-1c2d3e4f5a6b";
+    let mut s = ClusterState::new();
+    s.apply_node(node("n1", "r1", 8));
+    s.apply_bound_pod(&pod(UID, "n1", 2, Some("j")));
+    s.apply_bound_pod(&pod("p2", "n1", 1, Some("j")));
+    let keys: Vec<&PodUid> = s.pods.keys().collect();
+    assert!(
+        keys.iter().any(|k| matches!(k, PodUid::Uuid(_)))
+            && keys.iter().any(|k| matches!(k, PodUid::Text(_))),
+        "{keys:?}"
+    );
+    assert_eq!(s.pod(UID).unwrap().requests.get("cpu"), Some(2000));
+    let mut uids = s.watched_pod_uids();
+    uids.sort();
+    assert_eq!(uids, [UID, "p2"], "written back as listed");
+    let mut deleted = pod(UID, "n1", 2, Some("j"));
+    deleted.terminating = true;
+    s.apply_bound_pod(&deleted);
+    assert!(s.pod(UID).unwrap().terminating);
+    assert!(s.has_lost(&s.pod("p2").unwrap().group.as_ref().clone()));
+    assert!(s.remove_pod(UID));
+    assert!(s.pod(UID).is_none() && !s.remove_pod(UID));
+    let id = s.node_id("n1").unwrap();
+    assert_eq!(s.used(id).get("cpu"), Some(1000), "its usage given back");
+    assert!(s.remove_pod("p2"));
+    assert!(s.members.is_empty() && s.terminating.is_empty());
 }
 
 #[test]
