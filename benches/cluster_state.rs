@@ -16,10 +16,9 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use k8s_openapi::api::core::v1::Pod;
 
 use kube_tas::cluster::group::GroupKey;
-use kube_tas::cluster::live::WatchedKind;
+use kube_tas::cluster::live::{WatchedKind, WatchedPod};
 use kube_tas::cluster::state::ClusterState;
 use kube_tas::cluster::{BoundPod, ResourceFlavor, Topology, WorkloadKind};
 use kube_tas::topology::NodeInfo;
@@ -111,7 +110,7 @@ fn bound_pod(i: usize, node: &str) -> BoundPod {
 }
 
 /// A bound Running pod of a Job as the API server sends it (managedFields aside).
-fn pod_object(node: &str) -> Pod {
+fn pod_object(node: &str) -> WatchedPod {
     serde_json::from_value(serde_json::json!({
         "metadata": {"name": "train-7-abcde", "namespace": "default", "uid": "uid-obj",
             "labels": {"batch.kubernetes.io/job-completion-index": "7", "job-name": "train"},
@@ -177,7 +176,7 @@ fn one_by_one(state: &mut ClusterState, nodes: &[NodeInfo]) {
     for i in 0..times(100_000) {
         let pod = pod_object(&nodes[(i * 104_729) % n].name);
         let t = Instant::now();
-        <Pod as WatchedKind>::apply(state, &pod);
+        WatchedPod::apply(state, &pod);
         watched.push(t.elapsed());
     }
     percentiles("pod watch event (from the object)", watched);
@@ -221,7 +220,7 @@ fn bench(c: &mut Criterion) {
     });
     let pod = pod_object(&nodes[n / 2].name);
     group.bench_function("pod_watch_event_from_object", |b| {
-        b.iter(|| <Pod as WatchedKind>::apply(&mut state, black_box(&pod)))
+        b.iter(|| WatchedPod::apply(&mut state, black_box(&pod)))
     });
     group.sample_size(20);
     group.bench_function("tree_rebuild_15k_nodes", |b| {

@@ -9,15 +9,11 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Resource;
 use kube::runtime::watcher;
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use std::borrow::Cow;
-
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::core::NamespaceResourceScope;
 
 use crate::cluster::group::GroupKey;
 use crate::cluster::kueue::{ClusterQueue, KueueWorkload, LocalQueue, ResourceFlavor, Topology};
+use crate::cluster::live::watched_fields::{NodeFields, PodFields, watched_object};
 use crate::cluster::load::node_info;
 use crate::cluster::sets::{JobSet, LeaderWorkerSet, SetEntry};
 use crate::cluster::state::ClusterState;
@@ -80,14 +76,19 @@ fn split_key(key: &str) -> (&str, &str) {
     key.split_once('/').unwrap_or(("default", key))
 }
 
-impl WatchedKind for Node {
+watched_object!(
+    /// A node as the node watch reads it.
+    WatchedNode(Node) through NodeFields
+);
+
+impl WatchedKind for WatchedNode {
     const NAME: &'static str = "nodes";
 
     fn key(obj: &Self) -> String {
-        name_of(obj)
+        name_of(&obj.0)
     }
 
-    fn apply(state: &mut ClusterState, obj: &Self) {
+    fn apply(state: &mut ClusterState, WatchedNode(obj): &Self) {
         let name = name_of(obj);
         match node_info(obj.clone(), name.clone()) {
             Ok(info) => {
@@ -119,7 +120,13 @@ fn pod_key(pod: &Pod) -> String {
         .unwrap_or_else(|| namespaced_key(pod))
 }
 
-impl WatchedKind for Pod {
+watched_object!(
+    /// A pod as the pod watch reads it: only pods that can hold capacity (bound, not
+    /// finished).
+    WatchedPod(Pod) through PodFields
+);
+
+impl WatchedKind for WatchedPod {
     const NAME: &'static str = "pods";
 
     /// Only pods that can hold capacity: bound and not finished. A pod that gets bound
@@ -130,10 +137,10 @@ impl WatchedKind for Pod {
     }
 
     fn key(obj: &Self) -> String {
-        pod_key(obj)
+        pod_key(&obj.0)
     }
 
-    fn apply(state: &mut ClusterState, obj: &Self) {
+    fn apply(state: &mut ClusterState, WatchedPod(obj): &Self) {
         match bound_pod_of(obj) {
             Ok(Some(bound)) => state.apply_bound_pod(&bound),
             Ok(None) => {
@@ -159,7 +166,7 @@ impl WatchedKind for Pod {
 
     /// A pod that succeeded leaves the watch (its field selector) as a deletion: nothing is
     /// recreated for it, so its place is not remembered.
-    fn delete(state: &mut ClusterState, obj: &Self) {
+    fn delete(state: &mut ClusterState, WatchedPod(obj): &Self) {
         let phase = obj.status.as_ref().and_then(|s| s.phase.as_deref());
         if phase == Some("Succeeded") {
             state.remove_succeeded_pod(&pod_key(obj));
@@ -410,40 +417,13 @@ impl WatchedKind for LeaderWorkerSet {
     }
 }
 
-/// A pending pod of a plain pod group: the second watch on pods (label
-/// `kueue.x-k8s.io/pod-group-name`, field `spec.nodeName=`), so that a group's PodSets (one
-/// per pod shape) and whether all its pods exist are known before any of them binds. A pod
-/// that binds leaves this watch (as a deletion) and shows up in the pod watch.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(transparent)]
-pub struct PendingGroupPod(pub Pod);
-
-impl Resource for PendingGroupPod {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    fn kind(dt: &()) -> Cow<'_, str> {
-        Pod::kind(dt)
-    }
-    fn group(dt: &()) -> Cow<'_, str> {
-        Pod::group(dt)
-    }
-    fn version(dt: &()) -> Cow<'_, str> {
-        Pod::version(dt)
-    }
-    fn api_version(dt: &()) -> Cow<'_, str> {
-        Pod::api_version(dt)
-    }
-    fn plural(dt: &()) -> Cow<'_, str> {
-        Pod::plural(dt)
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.0.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.0.metadata
-    }
-}
+watched_object!(
+    /// A pending pod of a plain pod group: the second watch on pods (label
+    /// `kueue.x-k8s.io/pod-group-name`, field `spec.nodeName=`), so that a group's PodSets (one
+    /// per pod shape) and whether all its pods exist are known before any of them binds. A pod
+    /// that binds leaves this watch (as a deletion) and shows up in the pod watch.
+    PendingGroupPod(Pod) through PodFields
+);
 
 impl WatchedKind for PendingGroupPod {
     const NAME: &'static str = "podgrouppods";

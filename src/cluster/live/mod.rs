@@ -28,7 +28,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use tokio::task::JoinSet;
@@ -42,10 +41,12 @@ pub mod events;
 pub mod kinds;
 pub mod leader;
 pub mod resources;
+mod watched_fields;
 
 pub use kinds::{
     CompositePodGroupV1alpha3, KubeTasCompositePodGroup, KubeTasPodGroup, PendingGroupPod,
     PendingMemberPod, PodGroupV1alpha2, PodGroupV1alpha3, PodGroupV1beta1, WatchedKind,
+    WatchedNode, WatchedPod,
 };
 pub use leader::Leadership;
 
@@ -204,8 +205,8 @@ impl Watches {
             )*};
         }
         watch!(
-            Node,
-            Pod,
+            WatchedNode,
+            WatchedPod,
             Job,
             Topology,
             ResourceFlavor,

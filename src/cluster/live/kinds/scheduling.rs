@@ -18,6 +18,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{WatchedKind, namespaced_key, pod_key, split_key};
+use crate::cluster::live::watched_fields::{PodFields, watched_object};
 use crate::cluster::scheduling_groups::{
     GroupId, KUBE_TAS_API_GROUP, Origin, SCHEDULING_API_GROUP, pending_member, scheduling_group,
 };
@@ -168,41 +169,14 @@ group_kind!(
     Origin::KubeTas
 );
 
-/// A pending pod, as the third watch on pods sees it (field `spec.nodeName=`): kept when it
-/// names a Workload-API PodGroup, so a group's pods are known before any of them binds. No
-/// selector can pick `spec.schedulingGroup`, so every unbound pod is listed and the others
-/// dropped on the way in. A pod that binds leaves this watch (as a deletion) and shows up in
-/// the pod watch.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(transparent)]
-pub struct PendingMemberPod(pub Pod);
-
-impl Resource for PendingMemberPod {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    fn kind(dt: &()) -> Cow<'_, str> {
-        Pod::kind(dt)
-    }
-    fn group(dt: &()) -> Cow<'_, str> {
-        Pod::group(dt)
-    }
-    fn version(dt: &()) -> Cow<'_, str> {
-        Pod::version(dt)
-    }
-    fn api_version(dt: &()) -> Cow<'_, str> {
-        Pod::api_version(dt)
-    }
-    fn plural(dt: &()) -> Cow<'_, str> {
-        Pod::plural(dt)
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.0.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.0.metadata
-    }
-}
+watched_object!(
+    /// A pending pod, as the third watch on pods sees it (field `spec.nodeName=`): kept when it
+    /// names a Workload-API PodGroup, so a group's pods are known before any of them binds. No
+    /// selector can pick `spec.schedulingGroup`, so every unbound pod is listed and the others
+    /// dropped on the way in. A pod that binds leaves this watch (as a deletion) and shows up in
+    /// the pod watch.
+    PendingMemberPod(Pod) through PodFields
+);
 
 impl WatchedKind for PendingMemberPod {
     const NAME: &'static str = "podgroupmembers";
