@@ -25,6 +25,7 @@ pub mod group;
 pub mod kueue;
 pub mod live;
 mod load;
+pub mod meta_view;
 pub mod pod_requests;
 pub mod pod_resources;
 pub mod pod_uid;

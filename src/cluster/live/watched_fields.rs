@@ -10,36 +10,17 @@ use k8s_openapi::api::core::v1::{
     Node, NodeCondition, NodeSpec, NodeStatus, Pod, PodSpec, PodStatus,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde::Deserialize;
+
+use crate::cluster::meta_view::MetaView;
 
 /// The fields of a pod the watches keep (unknown and skipped fields are ignored).
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 pub struct PodFields {
-    metadata: MetaFields,
+    metadata: MetaView,
     spec: Option<PodSpec>,
     status: Option<StatusFields>,
-}
-
-/// `ObjectMeta` without `managedFields`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-struct MetaFields {
-    annotations: Option<BTreeMap<String, String>>,
-    creation_timestamp: Option<Time>,
-    deletion_grace_period_seconds: Option<i64>,
-    deletion_timestamp: Option<Time>,
-    finalizers: Option<Vec<String>>,
-    generate_name: Option<String>,
-    generation: Option<i64>,
-    labels: Option<BTreeMap<String, String>>,
-    name: Option<String>,
-    namespace: Option<String>,
-    owner_references: Option<Vec<OwnerReference>>,
-    resource_version: Option<String>,
-    self_link: Option<String>,
-    uid: Option<String>,
 }
 
 /// `PodStatus`: only the phase (whether the pod finished).
@@ -53,7 +34,7 @@ struct StatusFields {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 pub struct NodeFields {
-    metadata: MetaFields,
+    metadata: MetaView,
     spec: Option<NodeSpec>,
     status: Option<NodeStatusFields>,
 }
@@ -64,28 +45,6 @@ pub struct NodeFields {
 struct NodeStatusFields {
     allocatable: Option<BTreeMap<String, Quantity>>,
     conditions: Option<Vec<NodeCondition>>,
-}
-
-impl From<MetaFields> for ObjectMeta {
-    fn from(m: MetaFields) -> Self {
-        ObjectMeta {
-            annotations: m.annotations,
-            creation_timestamp: m.creation_timestamp,
-            deletion_grace_period_seconds: m.deletion_grace_period_seconds,
-            deletion_timestamp: m.deletion_timestamp,
-            finalizers: m.finalizers,
-            generate_name: m.generate_name,
-            generation: m.generation,
-            labels: m.labels,
-            managed_fields: None,
-            name: m.name,
-            namespace: m.namespace,
-            owner_references: m.owner_references,
-            resource_version: m.resource_version,
-            self_link: m.self_link,
-            uid: m.uid,
-        }
-    }
 }
 
 impl From<NodeFields> for Node {
@@ -165,6 +124,7 @@ pub(crate) use watched_object;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use serde_json::json;
 
     /// A running pod as the API server serves it: managed fields, a full status.
