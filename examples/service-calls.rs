@@ -10,7 +10,10 @@
 //! ```
 //!
 //! callgrind's `Collected` total divided by `--calls` is the service's instructions per
-//! request. The rows are those of `kube-tas bench` for the cluster's default sample: 0 lone
+//! request. With `--router` each call goes through the whole router instead (`serve`'s
+//! layers: timeout, body limit, metrics, the route's tracing span), on a current-thread
+//! runtime without sockets; `--log LEVEL` installs `serve`'s log subscriber at that level
+//! first (`serve` runs at `info`). The rows are those of `kube-tas bench` for the cluster's default sample: 0 lone
 //! filter, 1 gang filter (seat sampled), 2 gang filter (seat not sampled), 3 prioritize,
 //! 4 filter with every name, 5 `/mutate`. Each kube-tas answer is checked.
 
@@ -41,20 +44,63 @@ struct Args {
     /// Call the floor's service instead of kube-tas's.
     #[arg(long)]
     floor: bool,
+    /// Call through the whole router (layers and spans included), not the bare service.
+    #[arg(long)]
+    router: bool,
+    /// Install a log subscriber at this level first (as `serve` does at `info`).
+    #[arg(long)]
+    log: Option<String>,
+}
+
+/// What a call goes through.
+enum Target<'a> {
+    /// The route's service function.
+    Service(&'a Services),
+    /// The whole router, on a current-thread runtime.
+    Router(tokio::runtime::Runtime, axum::Router),
 }
 
 /// One call; the function callgrind collects in.
 #[inline(never)]
-fn call(services: &Services, floor: bool, path: &str, body: &[u8]) -> Vec<u8> {
+fn call(target: &Target<'_>, floor: bool, path: &str, body: &[u8]) -> Vec<u8> {
+    match target {
+        Target::Service(services) if floor => services.floor(path, body),
+        Target::Service(services) => services.kube_tas(path, body),
+        Target::Router(runtime, router) => runtime.block_on(async {
+            use http_body_util::BodyExt as _;
+            use tower::ServiceExt as _;
+            let request = axum::http::Request::post(path)
+                .header("content-type", "application/json")
+                .body(axum::body::Body::from(body.to_vec()))
+                .expect("a request from a path and a body");
+            match router.clone().oneshot(request).await {
+                Ok(response) => match response.into_body().collect().await {
+                    Ok(collected) => collected.to_bytes().to_vec(),
+                    Err(_) => Vec::new(),
+                },
+                Err(never) => match never {},
+            }
+        }),
+    }
+}
+
+/// The router a `--router` call goes through: `serve`'s main router, or the floor's.
+fn router(services: &Services, floor: bool) -> axum::Router {
     if floor {
-        services.floor(path, body)
+        kube_tas::bench::floor::router(services.floor_names.iter().cloned())
     } else {
-        services.kube_tas(path, body)
+        kube_tas::server::main_router(services.extender.clone())
     }
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(level) = &args.log {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(level))
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let shape = SyntheticCluster {
         blocks: args.blocks,
         racks_per_block: 25,
@@ -70,10 +116,19 @@ fn main() -> ExitCode {
             .get(args.row)
             .ok_or_else(|| anyhow::anyhow!("there are {} rows", rows.len()))?;
         eprintln!("service-calls: {} × {}", args.calls, row.call);
+        let target = if args.router {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let router = router(&fixture.services, args.floor);
+            Target::Router(runtime, router)
+        } else {
+            Target::Service(&fixture.services)
+        };
         let mut bytes = 0;
         for i in 0..args.calls {
             let (body, expect) = &row.bodies[i % row.bodies.len()];
-            let answer = call(&fixture.services, args.floor, row.path, black_box(body));
+            let answer = call(&target, args.floor, row.path, black_box(body));
             if !args.floor {
                 expect.check(&answer)?;
             }

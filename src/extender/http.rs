@@ -1,5 +1,5 @@
-//! axum handlers for the extender routes: `POST /filter`, `/prioritize` and `/bind` (the server
-//! mounts them under `/scheduler`).
+//! axum handlers for the extender routes: `POST /scheduler/filter`, `/scheduler/prioritize`
+//! and `/scheduler/bind`.
 //!
 //! Each handler takes the raw body and parses it itself, so that every problem with a request
 //! is answered in the protocol's own shape and never as an axum extractor rejection (P10):
@@ -24,7 +24,7 @@
 //! Depth: a hostile, deeply nested body cannot exhaust the stack. serde_json caps every
 //! recursive descent at 128 levels and skips unknown fields without recursing; the wire types
 //! refuse wrong shapes at the first level anyway. Size is limited by the server's body-limit
-//! layer (413), not here.
+//! limit (413), not here.
 
 use axum::Router;
 use axum::body::Bytes;
@@ -48,12 +48,13 @@ use super::{Extender, encode, scan};
 /// (possibly huge) string value from the body.
 const MAX_MESSAGE_CHARS: usize = 512;
 
-/// The extender routes, relative to where the server nests them (`/scheduler`).
+/// The extender routes at their full paths (a nested router would cost every request a
+/// second routing step).
 pub fn routes(extender: Extender) -> Router {
     Router::new()
-        .route("/filter", post(filter))
-        .route("/prioritize", post(prioritize))
-        .route("/bind", post(bind))
+        .route("/scheduler/filter", post(filter))
+        .route("/scheduler/prioritize", post(prioritize))
+        .route("/scheduler/bind", post(bind))
         .with_state(extender)
 }
 

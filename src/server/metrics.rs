@@ -27,12 +27,15 @@
 //! the start (at 0) and are counted through handles taken once, so counting a request costs
 //! no allocation and no label lookup.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use axum::extract::{MatchedPath, Request, State};
-use axum::middleware::Next;
+use axum::extract::MatchedPath;
+use axum::http::Request;
 use axum::response::Response;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
@@ -41,6 +44,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
+use tower::{Layer, Service};
 
 use crate::cluster::state::FlavorTopology;
 
@@ -235,20 +239,89 @@ impl Metrics {
     }
 }
 
-/// axum middleware (mount with `route_layer`, so [`MatchedPath`] is known): counts and times
-/// every request of a matched route.
-pub async fn track(State(metrics): State<Metrics>, request: Request, next: Next) -> Response {
-    let route = request.extensions().get::<MatchedPath>().cloned();
-    let started = Instant::now();
-    let response = next.run(request).await;
-    if let Some(route) = route {
-        metrics.observe(
-            route.as_str(),
-            response.status().as_u16(),
-            started.elapsed(),
-        );
+/// Tower layer (mount with `route_layer`, so [`MatchedPath`] is known) that counts and times
+/// every request of a matched route. Its future wraps the route's own without boxing it: the
+/// extender's requests pass through it inside kube-scheduler's cycle.
+#[derive(Clone)]
+pub struct TrackLayer {
+    metrics: Metrics,
+}
+
+impl TrackLayer {
+    /// Counts into `metrics`.
+    pub fn new(metrics: Metrics) -> Self {
+        Self { metrics }
     }
-    response
+}
+
+impl<S> Layer<S> for TrackLayer {
+    type Service = Track<S>;
+
+    fn layer(&self, inner: S) -> Track<S> {
+        Track {
+            inner,
+            metrics: self.metrics.clone(),
+        }
+    }
+}
+
+/// The service [`TrackLayer`] makes.
+#[derive(Clone)]
+pub struct Track<S> {
+    inner: S,
+    metrics: Metrics,
+}
+
+impl<S, B> Service<Request<B>> for Track<S>
+where
+    S: Service<Request<B>, Response = Response>,
+{
+    type Response = Response;
+    type Error = S::Error;
+    type Future = TrackFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let route = request.extensions().get::<MatchedPath>().cloned();
+        TrackFuture {
+            started: Instant::now(),
+            counted: route.map(|route| (self.metrics.clone(), route)),
+            inner: self.inner.call(request),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A route's future, counted and timed when it is ready.
+    pub struct TrackFuture<F> {
+        #[pin]
+        inner: F,
+        counted: Option<(Metrics, MatchedPath)>,
+        started: Instant,
+    }
+}
+
+impl<F, E> Future for TrackFuture<F>
+where
+    F: Future<Output = Result<Response, E>>,
+{
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let output = std::task::ready!(this.inner.poll(cx));
+        if let (Ok(response), Some((metrics, route))) = (&output, this.counted.take()) {
+            metrics.observe(
+                route.as_str(),
+                response.status().as_u16(),
+                this.started.elapsed(),
+            );
+        }
+        Poll::Ready(output)
+    }
 }
 
 /// The routes whose usual answer is counted through [`HotRoute`]s.

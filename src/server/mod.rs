@@ -24,7 +24,6 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum_server::Handle;
 use tokio::task::JoinHandle;
-use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 
 use crate::admission::Webhook;
@@ -248,12 +247,10 @@ pub fn main_router_for(
     clients: Option<Arc<ClientPolicy>>,
 ) -> Router {
     let webhook = Webhook::new(extender.state().clone(), extender.gates().clone());
-    let mut router = Router::new()
-        .nest("/scheduler", crate::extender::http::routes(extender))
-        .merge(crate::admission::http::routes(webhook, metrics.clone()))
-        // Layers added later wrap the earlier ones: the client check comes before the body
-        // is read, and metrics sees the 401s and 403s of the one and the 413s of the other.
-        .route_layer(RequestBodyLimitLayer::new(max_body_bytes));
+    let mut router = crate::extender::http::routes(extender)
+        .merge(crate::admission::http::routes(webhook, metrics.clone()));
+    // Layers added later wrap the earlier ones: metrics sees the client check's 401s and 403s,
+    // and the handlers' 413s (their body is read as `Bytes`, within the limit set below).
     if let Some(policy) = clients {
         router = router.route_layer(axum::middleware::from_fn_with_state(
             policy,
@@ -261,12 +258,9 @@ pub fn main_router_for(
         ));
     }
     router
-        .route_layer(axum::middleware::from_fn_with_state(
-            metrics.clone(),
-            metrics::track,
-        ))
-        // The limit above replaces axum's 2 MB default for `Bytes`.
-        .layer(DefaultBodyLimit::disable())
+        .route_layer(metrics::TrackLayer::new(metrics.clone()))
+        // Replaces axum's 2 MB default for `Bytes`: one limit, applied where the body is read.
+        .layer(DefaultBodyLimit::max(max_body_bytes))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             REQUEST_TIMEOUT,
