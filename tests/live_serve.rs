@@ -111,7 +111,11 @@ async fn serve_in_live_mode_gets_ready_leads_and_binds() {
         "kube_tas_cluster_nodes 4",
         "kube_tas_leader 1",
     ] {
-        assert!(metrics.contains(line), "{line} missing from\n{metrics}");
+        // Whole lines: `kube_tas_leader 1` is also how its HELP line begins.
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "{line} missing from\n{metrics}"
+        );
     }
     assert!(metrics.contains("kube_tas_watch_errors_total{kind=\"clusterqueues\"}"));
 
@@ -177,4 +181,62 @@ async fn serve_in_live_mode_gets_ready_leads_and_binds() {
 
     serve.stop().await;
     assert_eq!(leader_label(&fake), None, "the label comes off on shutdown");
+}
+
+/// A replica whose election cannot start (here the Lease's namespace does not exist yet, as
+/// when the API server refuses or is unreachable at start) follows, and leads once the
+/// election can start: it is started again, not given up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_election_that_cannot_start_is_tried_again_until_it_leads() {
+    let fake = FakeApiServer::new();
+    for o in objects() {
+        fake.apply(o);
+    }
+    let config = ServeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        admin_listen: "127.0.0.1:0".parse().unwrap(),
+        leader_election_namespace: Some("created-later".into()),
+        pod_name: Some("kube-tas-0".into()),
+        lease_duration: Duration::from_secs(3),
+        shutdown_delay: Duration::ZERO,
+        shutdown_grace: Duration::from_secs(1),
+        ..ServeConfig::default()
+    };
+    let serve = common::LiveServe::start(config, fake.client()).await;
+    let admin = serve.admin;
+    common::eventually("/readyz is 200", WAIT, async || {
+        common::get_text(admin, "/readyz").await.0 == StatusCode::OK
+    })
+    .await;
+    // The sample's own line: the HELP line also begins with the metric's name and a "1".
+    let leads = async || {
+        common::get_text(admin, "/metrics")
+            .await
+            .1
+            .lines()
+            .any(|l| l == "kube_tas_leader 1")
+    };
+    // The first attempt has failed (a Lease POST answered 404) and the replica follows.
+    common::eventually("the Lease's creation is refused", WAIT, async || {
+        fake.request_log().iter().any(|(line, code)| {
+            line.starts_with("POST") && line.contains("/leases") && *code == 404
+        })
+    })
+    .await;
+    assert!(!leads().await, "no Lease, no leader");
+
+    fake.apply(json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "created-later"}}));
+    common::eventually("the replica leads once the namespace exists", WAIT, leads).await;
+    assert!(
+        fake.get(
+            "coordination.k8s.io/v1",
+            "Lease",
+            Some("created-later"),
+            "kube-tas"
+        )
+        .is_some(),
+        "the Lease is created"
+    );
+    serve.stop().await;
 }

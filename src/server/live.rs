@@ -98,11 +98,7 @@ pub async fn run_with(
             renew_before: (config.lease_duration / 3).max(Duration::from_secs(1)),
         };
         let (c, l, k) = (client.clone(), leadership.clone(), leading.clone());
-        leading_tasks.spawn(async move {
-            if let Err(e) = leader::run(c, election, l, k).await {
-                tracing::error!(error = %e, "leader election failed; this replica stays a follower");
-            }
-        });
+        leading_tasks.spawn(leader::run(c, election, l, k));
         let pod = config
             .pod_name
             .clone()

@@ -175,12 +175,60 @@ fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-/// Runs the election until `cancel`; releases the Lease on the way out.
+/// The first wait before the election is started again after it failed (the Lease could not
+/// be created or read: the API server unreachable, its namespace missing, RBAC); it doubles
+/// up to [`ELECTION_RETRY_MAX`].
+pub const ELECTION_RETRY_FIRST: Duration = Duration::from_secs(1);
+
+/// The longest wait between two attempts to start the election.
+pub const ELECTION_RETRY_MAX: Duration = Duration::from_secs(30);
+
+/// Runs the election until `cancel`, releasing the Lease on the way out. A failure to start
+/// it, or its lease manager stopping, never leaves the replica a follower for good: it is
+/// logged and the election starts again, after [`ELECTION_RETRY_FIRST`] doubling up to
+/// [`ELECTION_RETRY_MAX`] while it keeps failing to start.
 pub async fn run(
     client: Client,
     config: ElectionConfig,
     leadership: Leadership,
     cancel: CancellationToken,
+) {
+    let mut wait = ELECTION_RETRY_FIRST;
+    loop {
+        let outcome = run_once(client.clone(), &config, &leadership, &cancel).await;
+        leadership.set_holds(false);
+        if cancel.is_cancelled() {
+            return;
+        }
+        match outcome {
+            Err(e) => {
+                tracing::error!(error = %e, retry_in_s = wait.as_secs(),
+                    "leader election failed; this replica follows until it starts again");
+            }
+            Ok(()) => {
+                // It ran: a fresh start deserves the shortest wait.
+                wait = ELECTION_RETRY_FIRST;
+                tracing::warn!(
+                    retry_in_s = wait.as_secs(),
+                    "leader election stopped; starting it again"
+                );
+            }
+        }
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(wait) => {}
+        }
+        wait = (wait * 2).min(ELECTION_RETRY_MAX);
+    }
+}
+
+/// One run of the election: `Err` when it cannot start, `Ok` when it ends (cancelled, or its
+/// lease manager stopped).
+async fn run_once(
+    client: Client,
+    config: &ElectionConfig,
+    leadership: &Leadership,
+    cancel: &CancellationToken,
 ) -> anyhow::Result<()> {
     let renew_before = config.renew_before.max(Duration::from_secs(1));
     // A renewal is seen within `confirm_every`, and the old validity lasts `renew_before −
