@@ -16,7 +16,16 @@
 //! target/release/examples/live-load --blocks 15 --racks 25 --hosts 40 --pods-per-node 10
 //! ```
 //!
-//! Each phase (filling the fake, reaching ready) gives up after `--timeout-seconds`; both
+//! With `--failover crash` or `--failover term` it measures leader failover instead: two
+//! replicas in live mode with leader election (`--lease-duration-seconds`), the time from
+//! killing the leader (SIGKILL, or SIGTERM for a rolling update) until the other one reports
+//! `kube_tas_leader 1` on `/metrics` (polled every 20 ms).
+//!
+//! ```text
+//! target/release/examples/live-load --blocks 1 --pods-per-node 2 --failover crash
+//! ```
+//!
+//! Each phase (filling the fake, reaching ready) gives up after `--timeout-seconds`; the
 //! children are killed at the end, on success or not. kube-tas's log is kept in a file whose path
 //! is printed. The last line of the report is one `RESULT key=value ...` line, for scripts.
 //! Linux only (`/proc`).
@@ -60,6 +69,21 @@ struct Args {
     /// Seconds each phase may take before giving up.
     #[arg(long, default_value_t = 120)]
     timeout_seconds: u64,
+    /// Measure leader failover instead: how the leader is stopped.
+    #[arg(long, value_enum)]
+    failover: Option<Stop>,
+    /// The replicas' `--lease-duration-seconds` in failover mode.
+    #[arg(long, default_value_t = 15)]
+    lease_duration_seconds: u64,
+}
+
+/// How the leader is stopped in failover mode.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum Stop {
+    /// SIGKILL: the Lease must expire before the other replica takes over.
+    Crash,
+    /// SIGTERM: the leader gives the Lease up as it shuts down.
+    Term,
 }
 
 /// Kills its child when dropped.
@@ -233,6 +257,9 @@ fn run(args: &Args) -> Result<(), String> {
         fill.as_secs_f64(),
         mib(fake_filled.rss_kb)
     );
+    if let Some(stop) = args.failover {
+        return failover(args, stop, &dir, &kubeconfig, &mut fake);
+    }
 
     let (listen, admin) = free_ports()?;
     let log_path = dir.join("kube-tas.log");
@@ -335,6 +362,154 @@ fn run(args: &Args) -> Result<(), String> {
              {expected_pods}"
         ));
     }
+    Ok(())
+}
+
+/// One kube-tas replica in live mode with leader election, as failover mode starts it.
+struct Replica {
+    name: String,
+    admin: SocketAddr,
+    log: PathBuf,
+    guard: Guard,
+}
+
+impl Replica {
+    fn spawn(args: &Args, name: &str, dir: &Path, kubeconfig: &Path) -> Result<Self, String> {
+        let (listen, admin) = free_ports()?;
+        let log_path = dir.join(format!("{name}.log"));
+        let log = std::fs::File::create(&log_path)
+            .map_err(|e| format!("creating {}: {e}", log_path.display()))?;
+        let log_err = log.try_clone().map_err(|e| e.to_string())?;
+        let guard = Guard::spawn(
+            "kube-tas",
+            Command::new(&args.kube_tas)
+                .arg("serve")
+                .arg("--kubeconfig")
+                .arg(kubeconfig)
+                .arg("--leader-elect=true")
+                .args(["--pod-name", name])
+                .args(["--leader-election-namespace", "default"])
+                .args([
+                    "--lease-duration-seconds",
+                    &args.lease_duration_seconds.to_string(),
+                ])
+                .args(["--listen", &listen.to_string()])
+                .args(["--admin-listen", &admin.to_string()])
+                .stdin(Stdio::null())
+                .stdout(log)
+                .stderr(log_err),
+        )?;
+        Ok(Self {
+            name: name.to_string(),
+            admin,
+            log: log_path,
+            guard,
+        })
+    }
+
+    /// Whether it reports itself the leader (`None` while `/metrics` does not answer).
+    fn leads(&self) -> Option<bool> {
+        match http_get(self.admin, "/metrics") {
+            Ok((200, body)) => Some(metric(&body, "kube_tas_leader") == Some(1.0)),
+            _ => None,
+        }
+    }
+}
+
+/// Failover mode: two replicas, the leader stopped, the time until the other leads.
+fn failover(
+    args: &Args,
+    stop: Stop,
+    dir: &Path,
+    kubeconfig: &Path,
+    fake: &mut Guard,
+) -> Result<(), String> {
+    let timeout = Duration::from_secs(args.timeout_seconds);
+    let mut replicas = [
+        Replica::spawn(args, "live-load-a", dir, kubeconfig)?,
+        Replica::spawn(args, "live-load-b", dir, kubeconfig)?,
+    ];
+    let started = Instant::now();
+    let leader = loop {
+        if let Some(i) = replicas.iter().position(|r| r.leads() == Some(true)) {
+            break i;
+        }
+        for r in &mut replicas {
+            r.guard
+                .check_alive()
+                .map_err(|e| format!("{e} (log: {})", r.log.display()))?;
+        }
+        fake.check_alive()?;
+        if started.elapsed() > timeout {
+            return Err(format!("no replica leads after {} s", timeout.as_secs()));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let first_lead = started.elapsed();
+    let [a, b] = &mut replicas;
+    let (old, new) = if leader == 0 { (a, b) } else { (b, a) };
+    if new.leads() == Some(true) {
+        return Err(format!("{} and {} both lead", old.name, new.name));
+    }
+    let stopped = Instant::now();
+    match stop {
+        Stop::Crash => old
+            .guard
+            .child
+            .kill()
+            .map_err(|e| format!("killing {}: {e}", old.name))?,
+        Stop::Term => {
+            let status = Command::new("kill")
+                .args(["-TERM", &old.guard.pid().to_string()])
+                .status()
+                .map_err(|e| format!("running kill: {e}"))?;
+            if !status.success() {
+                return Err(format!("kill -TERM {} failed: {status}", old.guard.pid()));
+            }
+        }
+    }
+    loop {
+        if new.leads() == Some(true) {
+            break;
+        }
+        new.guard
+            .check_alive()
+            .map_err(|e| format!("{e} (log: {})", new.log.display()))?;
+        if stopped.elapsed() > timeout {
+            return Err(format!(
+                "{} does not lead {} s after {} stopped (log: {})",
+                new.name,
+                timeout.as_secs(),
+                old.name,
+                new.log.display()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let took = stopped.elapsed();
+    println!(
+        "first leader:       {} after {:.0} ms",
+        old.name,
+        first_lead.as_secs_f64() * 1e3
+    );
+    println!(
+        "failover ({stop:?}):   {} leads {:.0} ms after {} stopped (lease {} s)",
+        new.name,
+        took.as_secs_f64() * 1e3,
+        old.name,
+        args.lease_duration_seconds
+    );
+    println!(
+        "logs:               {}, {}",
+        old.log.display(),
+        new.log.display()
+    );
+    println!(
+        "RESULT failover_ms={:.0} stop={stop:?} lease_s={} first_lead_ms={:.0}",
+        took.as_secs_f64() * 1e3,
+        args.lease_duration_seconds,
+        first_lead.as_secs_f64() * 1e3
+    );
     Ok(())
 }
 

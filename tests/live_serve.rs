@@ -240,3 +240,70 @@ async fn an_election_that_cannot_start_is_tried_again_until_it_leads() {
     );
     serve.stop().await;
 }
+
+/// Whether the replica with admin port `admin` reports itself the leader (the sample's own
+/// line: the HELP line also begins with the metric's name and a "1").
+async fn reports_leader(admin: std::net::SocketAddr) -> bool {
+    common::get_text(admin, "/metrics")
+        .await
+        .1
+        .lines()
+        .any(|l| l == "kube_tas_leader 1")
+}
+
+/// A leader shut down as on SIGTERM releases the Lease, and the other replica takes it at once
+/// (within its Lease reads, a second or two), not after the old lease would have expired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_released_lease_is_taken_over_before_it_would_have_expired() {
+    let fake = FakeApiServer::new();
+    for o in objects() {
+        fake.apply(o);
+    }
+    let lease_duration = Duration::from_secs(15);
+    let config = |pod: &str| ServeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        admin_listen: "127.0.0.1:0".parse().unwrap(),
+        leader_election_namespace: Some("kube-tas-system".into()),
+        pod_name: Some(pod.into()),
+        lease_duration,
+        shutdown_delay: Duration::ZERO,
+        shutdown_grace: Duration::from_secs(1),
+        ..ServeConfig::default()
+    };
+    let first = common::LiveServe::start(config("kube-tas-0"), fake.client()).await;
+    let first_admin = first.admin;
+    common::eventually("the first replica leads", WAIT, async || {
+        reports_leader(first_admin).await
+    })
+    .await;
+    let second = common::LiveServe::start(config("kube-tas-1"), fake.client()).await;
+    let second_admin = second.admin;
+    common::eventually("the second replica is ready", WAIT, async || {
+        common::get_text(second_admin, "/readyz").await.0 == StatusCode::OK
+    })
+    .await;
+    assert!(!reports_leader(second_admin).await, "one leader at a time");
+
+    first.stop().await;
+    let stopped = std::time::Instant::now();
+    let holder = || {
+        fake.get(
+            "coordination.k8s.io/v1",
+            "Lease",
+            Some("kube-tas-system"),
+            "kube-tas",
+        )
+        .and_then(|l| l["spec"]["holderIdentity"].as_str().map(str::to_string))
+    };
+    common::eventually("the second replica leads", lease_duration / 3, async || {
+        reports_leader(second_admin).await
+    })
+    .await;
+    assert!(
+        stopped.elapsed() < lease_duration / 3,
+        "{:?}",
+        stopped.elapsed()
+    );
+    assert_eq!(holder().as_deref(), Some("kube-tas-1"));
+    second.stop().await;
+}

@@ -11,6 +11,13 @@
 //! planning before any other replica may take the lease over (clock skew between replicas
 //! aside, the usual assumption of Lease-based election).
 //!
+//! Handover: a leader shutting down releases the Lease. kube-lease-manager's follower would
+//! still sleep until the old lease's end (`leaseDurationSeconds`, 15 s by default), so the
+//! confirmer, finding the Lease free while this replica follows, starts the election afresh,
+//! which takes the free Lease at once: a rolling update hands over within a Lease read or two.
+//! An election that cannot start (API server unreachable, namespace missing, RBAC) is tried
+//! again with a growing wait, never given up.
+//!
 //! Leadership changes are announced on a channel ([`Leadership::changes`]) so the server can
 //! drop its plans when it loses the lease (a new leader rebuilds them from the cluster) and
 //! mark its own pod for the extender's Service.
@@ -201,11 +208,18 @@ pub async fn run(
             return;
         }
         match outcome {
+            Ok(Ended::Released) => {
+                // The lease manager would sleep until the old holder's lease expired; a
+                // fresh one takes the free Lease at once.
+                tracing::info!("the Lease was released by its holder; taking part again at once");
+                wait = ELECTION_RETRY_FIRST;
+                continue;
+            }
             Err(e) => {
                 tracing::error!(error = %e, retry_in_s = wait.as_secs(),
                     "leader election failed; this replica follows until it starts again");
             }
-            Ok(()) => {
+            Ok(Ended::Stopped) => {
                 // It ran: a fresh start deserves the shortest wait.
                 wait = ELECTION_RETRY_FIRST;
                 tracing::warn!(
@@ -222,14 +236,22 @@ pub async fn run(
     }
 }
 
-/// One run of the election: `Err` when it cannot start, `Ok` when it ends (cancelled, or its
-/// lease manager stopped).
+/// How one run of the election ended.
+enum Ended {
+    /// Cancelled, or its lease manager stopped.
+    Stopped,
+    /// This replica followed and the Lease was found free (its holder released it on the way
+    /// out): the lease manager would wait out the old lease before taking it.
+    Released,
+}
+
+/// One run of the election: `Err` when it cannot start.
 async fn run_once(
     client: Client,
     config: &ElectionConfig,
     leadership: &Leadership,
     cancel: &CancellationToken,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Ended> {
     let renew_before = config.renew_before.max(Duration::from_secs(1));
     // A renewal is seen within `confirm_every`, and the old validity lasts `renew_before −
     // margin` past the renewal: with these, a renewing leader never lapses.
@@ -255,13 +277,13 @@ async fn run_once(
         identity = %config.identity,
         "leader election started"
     );
-    loop {
+    let ended = loop {
         tokio::select! {
-            () = cancel.cancelled() => break,
+            () = cancel.cancelled() => break Ended::Stopped,
             changed = flag.changed() => {
                 if changed.is_err() {
                     tracing::error!("the lease manager stopped");
-                    break;
+                    break Ended::Stopped;
                 }
                 let holds = *flag.borrow_and_update();
                 leadership.set_holds(holds);
@@ -272,11 +294,16 @@ async fn run_once(
                 tracing::info!(leader = leadership.is_leader(), "leadership changed");
             }
             _ = confirm.tick() => match leases.get(&config.lease_name).await {
-                Ok(lease) => leadership.confirm(&lease, config.lease_duration, margin),
+                Ok(lease) => {
+                    leadership.confirm(&lease, config.lease_duration, margin);
+                    if !*flag.borrow() && is_free(&lease) {
+                        break Ended::Released;
+                    }
+                }
                 Err(e) => tracing::warn!(error = %e, "cannot read the Lease to confirm leadership"),
             },
         }
-    }
+    };
     leadership.set_holds(false);
     drop(flag);
     match task.await {
@@ -284,7 +311,16 @@ async fn run_once(
         Ok(Err(e)) => tracing::warn!(error = %e, "releasing the Lease failed"),
         Err(e) => tracing::warn!(error = %e, "the lease manager task failed"),
     }
-    Ok(())
+    Ok(ended)
+}
+
+/// Whether nobody holds `lease` (a holder releasing it clears `holderIdentity`).
+fn is_free(lease: &Lease) -> bool {
+    lease
+        .spec
+        .as_ref()
+        .and_then(|s| s.holder_identity.as_deref())
+        .is_none_or(str::is_empty)
 }
 
 /// The label the leader puts on its own pod, for the extender Service's selector.
