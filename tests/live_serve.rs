@@ -75,6 +75,21 @@ fn leader_label(fake: &FakeApiServer) -> Option<String> {
         })
 }
 
+/// `serve`'s live-mode configuration for these tests: loopback ports, the election's Lease in
+/// `namespace`, this replica named `pod`, no shutdown delay.
+fn live_config(namespace: &str, pod: &str, lease_duration: Duration) -> ServeConfig {
+    ServeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        admin_listen: "127.0.0.1:0".parse().unwrap(),
+        leader_election_namespace: Some(namespace.into()),
+        pod_name: Some(pod.into()),
+        lease_duration,
+        shutdown_delay: Duration::ZERO,
+        shutdown_grace: Duration::from_secs(1),
+        ..ServeConfig::default()
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn serve_in_live_mode_gets_ready_leads_and_binds() {
     let fake = FakeApiServer::new();
@@ -83,16 +98,7 @@ async fn serve_in_live_mode_gets_ready_leads_and_binds() {
     }
     // LeaderWorkerSet-style optional kinds aside, a missing Kueue kind must not block readiness.
     fake.unserve("kueue.x-k8s.io", "v1beta2", "clusterqueues");
-    let config = ServeConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        admin_listen: "127.0.0.1:0".parse().unwrap(),
-        leader_election_namespace: Some("kube-tas-system".into()),
-        pod_name: Some("kube-tas-0".into()),
-        lease_duration: Duration::from_secs(3),
-        shutdown_delay: Duration::ZERO,
-        shutdown_grace: Duration::from_secs(1),
-        ..ServeConfig::default()
-    };
+    let config = live_config("kube-tas-system", "kube-tas-0", Duration::from_secs(3));
     let serve = common::LiveServe::start(config, fake.client()).await;
     let (main, admin) = (serve.main, serve.admin);
 
@@ -192,16 +198,7 @@ async fn an_election_that_cannot_start_is_tried_again_until_it_leads() {
     for o in objects() {
         fake.apply(o);
     }
-    let config = ServeConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        admin_listen: "127.0.0.1:0".parse().unwrap(),
-        leader_election_namespace: Some("created-later".into()),
-        pod_name: Some("kube-tas-0".into()),
-        lease_duration: Duration::from_secs(3),
-        shutdown_delay: Duration::ZERO,
-        shutdown_grace: Duration::from_secs(1),
-        ..ServeConfig::default()
-    };
+    let config = live_config("created-later", "kube-tas-0", Duration::from_secs(3));
     let serve = common::LiveServe::start(config, fake.client()).await;
     let admin = serve.admin;
     common::eventually("/readyz is 200", WAIT, async || {
@@ -260,16 +257,7 @@ async fn a_released_lease_is_taken_over_before_it_would_have_expired() {
         fake.apply(o);
     }
     let lease_duration = Duration::from_secs(15);
-    let config = |pod: &str| ServeConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        admin_listen: "127.0.0.1:0".parse().unwrap(),
-        leader_election_namespace: Some("kube-tas-system".into()),
-        pod_name: Some(pod.into()),
-        lease_duration,
-        shutdown_delay: Duration::ZERO,
-        shutdown_grace: Duration::from_secs(1),
-        ..ServeConfig::default()
-    };
+    let config = |pod: &str| live_config("kube-tas-system", pod, lease_duration);
     let first = common::LiveServe::start(config("kube-tas-0"), fake.client()).await;
     let first_admin = first.admin;
     common::eventually("the first replica leads", WAIT, async || {
