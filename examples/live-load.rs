@@ -261,31 +261,22 @@ fn run(args: &Args) -> Result<(), String> {
         return failover(args, stop, &dir, &kubeconfig, &mut fake);
     }
 
-    let (listen, admin) = free_ports()?;
-    let log_path = dir.join("kube-tas.log");
-    let log = std::fs::File::create(&log_path)
-        .map_err(|e| format!("creating {}: {e}", log_path.display()))?;
-    let log_err = log.try_clone().map_err(|e| e.to_string())?;
     let started = Instant::now();
-    let mut tas = Guard::spawn(
+    let mut tas = Replica::spawn(
+        args,
         "kube-tas",
-        Command::new(&args.kube_tas)
-            .arg("serve")
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .arg("--leader-elect=false")
-            .args(["--listen", &listen.to_string()])
-            .args(["--admin-listen", &admin.to_string()])
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log_err),
+        &dir,
+        &kubeconfig,
+        &["--leader-elect=false"],
     )?;
-    let pid = tas.pid();
+    let (admin, log_path) = (tas.admin, tas.log.clone());
+    let pid = tas.guard.pid();
     loop {
         if let Ok((200, _)) = http_get(admin, "/readyz") {
             break;
         }
-        tas.check_alive()
+        tas.guard
+            .check_alive()
             .and_then(|()| fake.check_alive())
             .map_err(|e| format!("{e} (log: {})", log_path.display()))?;
         if started.elapsed() > timeout {
@@ -303,7 +294,7 @@ fn run(args: &Args) -> Result<(), String> {
     let (nodes_ready, pods_ready) = counted(admin)?;
 
     std::thread::sleep(Duration::from_secs(args.steady_seconds));
-    tas.check_alive()?;
+    tas.guard.check_alive()?;
     let steady = proc_sample(pid)?;
     let (nodes, pods) = counted(admin)?;
 
@@ -365,7 +356,8 @@ fn run(args: &Args) -> Result<(), String> {
     Ok(())
 }
 
-/// One kube-tas replica in live mode with leader election, as failover mode starts it.
+/// One `kube-tas serve` in live mode against the fake, on free loopback ports, its output in
+/// `NAME.log` beside the kubeconfig.
 struct Replica {
     name: String,
     admin: SocketAddr,
@@ -374,7 +366,14 @@ struct Replica {
 }
 
 impl Replica {
-    fn spawn(args: &Args, name: &str, dir: &Path, kubeconfig: &Path) -> Result<Self, String> {
+    /// Starts it with `election` (its leader-election flags) after the common ones.
+    fn spawn(
+        args: &Args,
+        name: &str,
+        dir: &Path,
+        kubeconfig: &Path,
+        election: &[&str],
+    ) -> Result<Self, String> {
         let (listen, admin) = free_ports()?;
         let log_path = dir.join(format!("{name}.log"));
         let log = std::fs::File::create(&log_path)
@@ -386,13 +385,7 @@ impl Replica {
                 .arg("serve")
                 .arg("--kubeconfig")
                 .arg(kubeconfig)
-                .arg("--leader-elect=true")
-                .args(["--pod-name", name])
-                .args(["--leader-election-namespace", "default"])
-                .args([
-                    "--lease-duration-seconds",
-                    &args.lease_duration_seconds.to_string(),
-                ])
+                .args(election)
                 .args(["--listen", &listen.to_string()])
                 .args(["--admin-listen", &admin.to_string()])
                 .stdin(Stdio::null())
@@ -405,6 +398,21 @@ impl Replica {
             log: log_path,
             guard,
         })
+    }
+
+    /// A replica that takes part in the election, named `name`, in failover mode.
+    fn elected(args: &Args, name: &str, dir: &Path, kubeconfig: &Path) -> Result<Self, String> {
+        let lease = args.lease_duration_seconds.to_string();
+        let election = [
+            "--leader-elect=true",
+            "--pod-name",
+            name,
+            "--leader-election-namespace",
+            "default",
+            "--lease-duration-seconds",
+            &lease,
+        ];
+        Self::spawn(args, name, dir, kubeconfig, &election)
     }
 
     /// Whether it reports itself the leader (`None` while `/metrics` does not answer).
@@ -426,8 +434,8 @@ fn failover(
 ) -> Result<(), String> {
     let timeout = Duration::from_secs(args.timeout_seconds);
     let mut replicas = [
-        Replica::spawn(args, "live-load-a", dir, kubeconfig)?,
-        Replica::spawn(args, "live-load-b", dir, kubeconfig)?,
+        Replica::elected(args, "live-load-a", dir, kubeconfig)?,
+        Replica::elected(args, "live-load-b", dir, kubeconfig)?,
     ];
     let started = Instant::now();
     let leader = loop {

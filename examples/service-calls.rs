@@ -13,9 +13,10 @@
 //! request. With `--router` each call goes through the whole router instead (`serve`'s
 //! layers: timeout, body limit, metrics, the route's tracing span), on a current-thread
 //! runtime without sockets; `--log LEVEL` installs `serve`'s log subscriber at that level
-//! first (`serve` runs at `info`). The rows are those of `kube-tas bench` for the cluster's default sample: 0 lone
-//! filter, 1 gang filter (seat sampled), 2 gang filter (seat not sampled), 3 prioritize,
-//! 4 filter with every name, 5 `/mutate`. Each kube-tas answer is checked.
+//! first (`serve` runs at `info`). The rows are those of `kube-tas bench` for the cluster's
+//! default sample: 0 lone filter, 1 gang filter (seat sampled), 2 gang filter (seat not
+//! sampled), 3 prioritize, 4 filter with every name, 5 `/mutate`. Each kube-tas answer is
+//! checked.
 
 use std::hint::black_box;
 use std::process::ExitCode;

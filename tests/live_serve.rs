@@ -90,6 +90,16 @@ fn live_config(namespace: &str, pod: &str, lease_duration: Duration) -> ServeCon
     }
 }
 
+/// Whether the replica with admin port `admin` reports itself the leader (the sample's own
+/// line: the HELP line also begins with the metric's name and a "1").
+async fn reports_leader(admin: std::net::SocketAddr) -> bool {
+    common::get_text(admin, "/metrics")
+        .await
+        .1
+        .lines()
+        .any(|l| l == "kube_tas_leader 1")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn serve_in_live_mode_gets_ready_leads_and_binds() {
     let fake = FakeApiServer::new();
@@ -205,14 +215,6 @@ async fn an_election_that_cannot_start_is_tried_again_until_it_leads() {
         common::get_text(admin, "/readyz").await.0 == StatusCode::OK
     })
     .await;
-    // The sample's own line: the HELP line also begins with the metric's name and a "1".
-    let leads = async || {
-        common::get_text(admin, "/metrics")
-            .await
-            .1
-            .lines()
-            .any(|l| l == "kube_tas_leader 1")
-    };
     // The first attempt has failed (a Lease POST answered 404) and the replica follows.
     common::eventually("the Lease's creation is refused", WAIT, async || {
         fake.request_log().iter().any(|(line, code)| {
@@ -220,11 +222,16 @@ async fn an_election_that_cannot_start_is_tried_again_until_it_leads() {
         })
     })
     .await;
-    assert!(!leads().await, "no Lease, no leader");
+    assert!(!reports_leader(admin).await, "no Lease, no leader");
 
     fake.apply(json!({"apiVersion": "v1", "kind": "Namespace",
         "metadata": {"name": "created-later"}}));
-    common::eventually("the replica leads once the namespace exists", WAIT, leads).await;
+    common::eventually(
+        "the replica leads once the namespace exists",
+        WAIT,
+        async || reports_leader(admin).await,
+    )
+    .await;
     assert!(
         fake.get(
             "coordination.k8s.io/v1",
@@ -236,16 +243,6 @@ async fn an_election_that_cannot_start_is_tried_again_until_it_leads() {
         "the Lease is created"
     );
     serve.stop().await;
-}
-
-/// Whether the replica with admin port `admin` reports itself the leader (the sample's own
-/// line: the HELP line also begins with the metric's name and a "1").
-async fn reports_leader(admin: std::net::SocketAddr) -> bool {
-    common::get_text(admin, "/metrics")
-        .await
-        .1
-        .lines()
-        .any(|l| l == "kube_tas_leader 1")
 }
 
 /// A leader shut down as on SIGTERM releases the Lease, and the other replica takes it at once

@@ -23,8 +23,8 @@
 //!
 //! Depth: a hostile, deeply nested body cannot exhaust the stack. serde_json caps every
 //! recursive descent at 128 levels and skips unknown fields without recursing; the wire types
-//! refuse wrong shapes at the first level anyway. Size is limited by the server's body-limit
-//! limit (413), not here.
+//! refuse wrong shapes at the first level anyway. Size is limited by the server's body limit
+//! (413), not here.
 
 use axum::Router;
 use axum::body::Bytes;

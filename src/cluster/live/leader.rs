@@ -202,8 +202,9 @@ pub async fn run(
 ) {
     let mut wait = ELECTION_RETRY_FIRST;
     loop {
+        // `run_once` has stopped holding by the time it returns (it never holds when it
+        // cannot start).
         let outcome = run_once(client.clone(), &config, &leadership, &cancel).await;
-        leadership.set_holds(false);
         if cancel.is_cancelled() {
             return;
         }
