@@ -17,6 +17,12 @@
 //! default sample: 0 lone filter, 1 gang filter (seat sampled), 2 gang filter (seat not
 //! sampled), 3 prioritize, 4 filter with every name, 5 `/mutate`. Each kube-tas answer is
 //! checked.
+//!
+//! Between two requests a server's caches are not warm: the kernel's network stack, hyper and
+//! (on one machine) the client run in between. `--evict-kib N` writes over N KiB before every
+//! call (not collected), so that what a request brings back into the caches shows: under
+//! callgrind with `--cache-sim=yes` as misses, and with `--timed` as each call's wall time
+//! (p50 and p99 printed; a noisy figure, compare kube-tas and `--floor` in one session).
 
 use std::hint::black_box;
 use std::process::ExitCode;
@@ -51,6 +57,12 @@ struct Args {
     /// Install a log subscriber at this level first (as `serve` does at `info`).
     #[arg(long)]
     log: Option<String>,
+    /// Write over this many KiB before every call, as what runs between two requests would.
+    #[arg(long, default_value_t = 0)]
+    evict_kib: usize,
+    /// Time each call and print the p50 and p99 in µs.
+    #[arg(long)]
+    timed: bool,
 }
 
 /// What a call goes through.
@@ -83,6 +95,15 @@ fn call(target: &Target<'_>, floor: bool, path: &str, body: &[u8]) -> Vec<u8> {
             }
         }),
     }
+}
+
+/// Writes over `scratch` (a different byte each call, so that it is not optimised away).
+#[inline(never)]
+fn evict(scratch: &mut [u8], call: usize) {
+    for line in scratch.chunks_mut(64) {
+        line[0] = line[0].wrapping_add(call as u8 | 1);
+    }
+    black_box(scratch);
 }
 
 /// The router a `--router` call goes through: `serve`'s main router, or the floor's.
@@ -127,13 +148,28 @@ fn main() -> ExitCode {
             Target::Service(&fixture.services)
         };
         let mut bytes = 0;
+        let mut scratch = vec![0u8; args.evict_kib * 1024];
+        let mut took = Vec::with_capacity(args.calls);
         for i in 0..args.calls {
             let (body, expect) = &row.bodies[i % row.bodies.len()];
+            evict(&mut scratch, i);
+            let started = std::time::Instant::now();
             let answer = call(&target, args.floor, row.path, black_box(body));
+            took.push(started.elapsed());
             if !args.floor {
                 expect.check(&answer)?;
             }
             bytes += answer.len();
+        }
+        if args.timed {
+            took.sort_unstable();
+            let at = |q: f64| took[((took.len() - 1) as f64 * q).round() as usize];
+            println!(
+                "p50 {:.1} µs, p99 {:.1} µs over {} calls",
+                at(0.5).as_secs_f64() * 1e6,
+                at(0.99).as_secs_f64() * 1e6,
+                took.len()
+            );
         }
         Ok(bytes)
     };
