@@ -1273,3 +1273,73 @@ async fn a_replacement_without_room_in_its_rack_is_reported_and_moves_nothing() 
         "{notices:?}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// A pod asked again at the same resourceVersion
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_pod_asked_again_at_its_version_is_answered_from_its_seat_without_its_spec() {
+    let extender = extender(&[base_docs(2), vec![job_doc("train", 4, 1, RACK)]].concat());
+    let router = main_router(extender.clone());
+    let candidates = names(2);
+    let pod = job_pod("train", 0, 1);
+    let uid = pod_uid("train", 0);
+    assert!(!extender.answers_from_seat(&uid, "90210"), "not seen yet");
+
+    let first = filter_cached(&router, &pod, &candidates).await;
+    let seat = the_one(&first);
+    assert!(extender.answers_from_seat(&uid, "90210"));
+    assert!(
+        !extender.answers_from_seat(&uid, "90211"),
+        "another version"
+    );
+    // Asked again, the answer is the same, byte for byte once parsed, and so is prioritize.
+    assert_eq!(filter_cached(&router, &pod, &candidates).await, first);
+    assert_eq!(
+        best(&prioritize_cached(&router, &pod, &candidates).await),
+        seat
+    );
+
+    // At the version the book knows, the spec is not read at all: a body whose spec serde
+    // would refuse is still answered from the seat (the same version is the same object) ...
+    let mut unread = pod.clone();
+    unread["spec"]["containers"] = json!(5);
+    assert_eq!(filter_cached(&router, &unread, &candidates).await, first);
+    // ... while at another version it is read, and the problem named.
+    unread["metadata"]["resourceVersion"] = json!("90211");
+    let v = post(
+        &router,
+        "/scheduler/filter",
+        &cached_args(&unread, &candidates),
+    )
+    .await;
+    let e = v["Error"].as_str().unwrap();
+    assert!(e.contains("Pod.spec.containers"), "{e}");
+
+    // The pod's next version is read whole and keeps its seat.
+    let mut next = pod.clone();
+    next["metadata"]["resourceVersion"] = json!("90212");
+    assert_eq!(
+        the_one(&filter_cached(&router, &next, &candidates).await),
+        seat
+    );
+    assert!(extender.answers_from_seat(&uid, "90212"));
+
+    // Bound, it is answered with its node, from memory as from its body.
+    assert_eq!(
+        bind(&router, NS, &pod_name("train", 0), &uid, &seat).await,
+        ""
+    );
+    assert_eq!(
+        the_one(&filter_cached(&router, &next, &candidates).await),
+        seat
+    );
+    assert!(extender.answers_from_seat(&uid, "90212"));
+
+    // A pod of no group is never answered from memory: every call reads it.
+    let mut web = lone_pod("web", 1);
+    web["metadata"]["resourceVersion"] = json!("5");
+    filter_cached(&router, &web, &candidates).await;
+    assert!(!extender.answers_from_seat("uid-web", "5"));
+}

@@ -40,9 +40,10 @@ use tracing::Instrument;
 
 use super::wire::{
     CandidateRequest, ExtenderArgsRef, ExtenderBindingArgs, ExtenderBindingResult,
-    ExtenderFilterResult, SchedulingPod, go_format_safe,
+    ExtenderFilterResult, PodAsSent, RequestPod, go_format_safe,
 };
 use super::{Extender, encode, scan};
+use crate::cluster::meta_view::MetaView;
 
 /// The longest parse-error message we send back or log; a serde message can quote a whole
 /// (possibly huge) string value from the body.
@@ -100,7 +101,7 @@ async fn prioritize(State(extender): State<Extender>, body: Bytes) -> Response {
 /// answer out (always an `ExtenderFilterResult`; a bad body is answered with its `Error`).
 /// What `kube-tas bench` and the benches time as the server's service time.
 pub fn filter_answer(extender: &Extender, body: &[u8]) -> Vec<u8> {
-    read_args(body, |request| extender.filter_json(request)).unwrap_or_else(|message| {
+    read_args(extender, body, |request| extender.filter_json(request)).unwrap_or_else(|message| {
         warn_bad_request("filter", &message);
         encode(&filter_error(&message))
     })
@@ -109,32 +110,48 @@ pub fn filter_answer(extender: &Extender, body: &[u8]) -> Vec<u8> {
 /// The service behind `POST /scheduler/prioritize`, without HTTP: the JSON `HostPriority`
 /// array, or why the body cannot be read (answered 400).
 pub fn prioritize_answer(extender: &Extender, body: &[u8]) -> Result<Vec<u8>, String> {
-    read_args(body, |request| extender.prioritize_json(request)).inspect_err(|message| {
-        warn_bad_request("prioritize", message);
-    })
+    read_args(extender, body, |request| extender.prioritize_json(request))
+        .and_then(|answer| answer)
+        .inspect_err(|message| {
+            warn_bad_request("prioritize", message);
+        })
 }
 
 /// Reads an `ExtenderArgs` body and hands it to `serve`: scanned by hand when it is the
 /// usual shape (names borrowed, [`scan`]), else read by serde_json, which also says what is
-/// wrong with a bad body.
-fn read_args<T>(body: &[u8], serve: impl FnOnce(CandidateRequest<'_>) -> T) -> Result<T, String> {
-    if let Some(scanned) = scan::scan::<SchedulingPod, Option<List<Node>>>(body) {
-        record_pod(&scanned.pod);
-        return Ok(serve(CandidateRequest {
-            pod: scanned.pod,
-            nodes: scanned.nodes.flatten(),
-            node_names: scanned.node_names.as_deref(),
-            compact_names: scanned.compact_names,
-        }));
+/// wrong with a bad body. The pod's spec is left unread when `extender` answers the pod from
+/// its seat ([`Extender::answers_from_seat`]).
+fn read_args<T>(
+    extender: &Extender,
+    body: &[u8],
+    serve: impl FnOnce(CandidateRequest<'_>) -> T,
+) -> Result<T, String> {
+    if let Some(scanned) = scan::scan::<PodAsSent<'_>, Option<List<Node>>>(body) {
+        record_pod(&scanned.pod.metadata);
+        let pod = RequestPod::as_sent(scanned.pod);
+        let known = scanned.node_names.is_some()
+            && pod
+                .version()
+                .is_some_and(|(uid, version)| extender.answers_from_seat(uid, version));
+        // A spec serde refuses is read again below, to say where the problem is.
+        let pod = if known { Ok(pod) } else { pod.read_spec() };
+        if let Ok(pod) = pod {
+            return Ok(serve(CandidateRequest {
+                pod,
+                nodes: scanned.nodes.flatten(),
+                node_names: scanned.node_names.as_deref(),
+                compact_names: scanned.compact_names,
+            }));
+        }
     }
     let args = parse::<ExtenderArgsRef>(body)?;
-    record_pod(&args.pod);
+    record_pod(&args.pod.metadata);
     let names: Option<Vec<&str>> = args
         .node_names
         .as_ref()
         .map(|v| v.iter().map(AsRef::as_ref).collect());
     Ok(serve(CandidateRequest {
-        pod: args.pod,
+        pod: RequestPod::read(args.pod),
         nodes: args.nodes,
         node_names: names.as_deref(),
         compact_names: None,
@@ -225,8 +242,7 @@ fn short_type_name<T>() -> &'static str {
     short.strip_suffix("Ref").unwrap_or(short)
 }
 
-fn record_pod(pod: &SchedulingPod) {
-    let meta = &pod.metadata;
+fn record_pod(meta: &MetaView) {
     tracing::Span::current().record(
         "pod",
         tracing::field::display(format_args!(

@@ -171,11 +171,26 @@ impl Extender {
     /// `filter` over a request read with borrowed names and a reduced pod (the server's path),
     /// answered as JSON; passing names are written from the request's own.
     pub fn filter_json(&self, request: CandidateRequest<'_>) -> Vec<u8> {
-        let pod = request.pod.into_pod();
-        let Some(names) = request.node_names else {
-            return encode(&self.filter_candidates(&pod, None, request.nodes.as_ref()));
+        let decided = match (request.node_names, request.pod.version()) {
+            (Some(names), Some((uid, version))) => self
+                .decide_filter_known(uid, version, names)
+                .map(|decided| (names, decided)),
+            _ => None,
         };
-        match self.decide_filter(&pod, names) {
+        let (names, decided) = match decided {
+            Some(known) => known,
+            None => {
+                let pod = match request.pod.into_pod() {
+                    Ok(pod) => pod,
+                    Err(e) => return encode(&error_result(&e)),
+                };
+                let Some(names) = request.node_names else {
+                    return encode(&self.filter_candidates(&pod, None, request.nodes.as_ref()));
+                };
+                (names, self.decide_filter(&pod, names))
+            }
+        };
+        match decided {
             Ok((result, pass)) => {
                 let mut out = Vec::new();
                 wire::write_filter_names(&mut out, names, &pass, request.compact_names, &result);
@@ -225,6 +240,36 @@ impl Extender {
         }
     }
 
+    /// Whether a request for the pod `uid` at `resource_version` can be answered from its
+    /// seat or node without reading the pod's spec (the server then leaves it unread).
+    pub fn answers_from_seat(&self, uid: &str, resource_version: &str) -> bool {
+        self.leadership.is_leader() && self.lock().knows_seated(uid, resource_version)
+    }
+
+    /// [`Self::decide_filter`] for a pod the book knows at `resource_version`, without the
+    /// pod; `None` when the book needs it.
+    fn decide_filter_known(
+        &self,
+        uid: &str,
+        resource_version: &str,
+        names: &[&str],
+    ) -> Option<Result<(ExtenderFilterResult, Vec<usize>), String>> {
+        if !self.leadership.is_leader() {
+            return None;
+        }
+        let mut book = self.lock();
+        let verdict = book.filter_known(
+            &self.state.read(),
+            uid,
+            resource_version,
+            names,
+            Instant::now(),
+        )?;
+        self.forward(&mut book);
+        drop(book);
+        Some(filter_outcome(verdict, names))
+    }
+
     /// The failed maps and the passing candidates, or the request's problem.
     fn decide_filter(
         &self,
@@ -238,48 +283,7 @@ impl Extender {
         let verdict = book.filter(&self.state.read(), pod, names, Instant::now());
         self.forward(&mut book);
         drop(book);
-        let mut result = ExtenderFilterResult::default();
-        let pass = match verdict {
-            FilterVerdict::Invalid(e) => return Err(e),
-            FilterVerdict::Only {
-                pass,
-                rejected,
-                seat,
-            } => {
-                match (pass.is_empty(), seat, names.first()) {
-                    (false, _, _) | (true, _, None) => {}
-                    // One entry for all: a reason per node would cost more than the whole
-                    // request, and every candidate fails for the same one.
-                    (true, true, Some(first)) if names.len() > 1 => {
-                        let summary = Rejection {
-                            reason: format!(
-                                "{} ({} candidate node(s) turned down alike)",
-                                rejected.reason,
-                                names.len()
-                            )
-                            .into(),
-                            unresolvable: rejected.unresolvable,
-                        };
-                        record(&mut result, first, &summary);
-                    }
-                    (true, _, Some(_)) => {
-                        for name in names {
-                            record(&mut result, name, &rejected);
-                        }
-                    }
-                }
-                pass
-            }
-            FilterVerdict::Except { rejected } => {
-                let mut turned_down = vec![false; names.len()];
-                for (i, why) in &rejected {
-                    turned_down[*i] = true;
-                    record(&mut result, names[*i], why);
-                }
-                (0..names.len()).filter(|&i| !turned_down[i]).collect()
-            }
-        };
-        Ok((result, pass))
+        filter_outcome(verdict, names)
     }
 
     /// `POST /scheduler/prioritize`: a bare array listing only favoured hosts (the seat's
@@ -294,15 +298,32 @@ impl Extender {
 
     /// `prioritize` over a request read with borrowed names and a reduced pod, answered as
     /// JSON with the hosts written from the request's own names.
-    pub fn prioritize_json(&self, request: CandidateRequest<'_>) -> Vec<u8> {
-        let pod = request.pod.into_pod();
-        let Some(names) = request.node_names else {
-            return encode(&self.prioritize_candidates(&pod, None, request.nodes.as_ref()));
+    pub fn prioritize_json(&self, request: CandidateRequest<'_>) -> Result<Vec<u8>, String> {
+        let known = match (request.node_names, request.pod.version()) {
+            (Some(names), Some((uid, version))) if self.leadership.is_leader() => self
+                .lock()
+                .favoured_known(uid, version, names)
+                .map(|favoured| (names, favoured)),
+            _ => None,
         };
-        let scores = self.prioritize_names(&pod, names);
+        let (names, favoured) = match known {
+            Some(known) => known,
+            None => {
+                let pod = request.pod.into_pod()?;
+                let Some(names) = request.node_names else {
+                    return Ok(encode(&self.prioritize_candidates(
+                        &pod,
+                        None,
+                        request.nodes.as_ref(),
+                    )));
+                };
+                (names, self.favoured_names(&pod, names))
+            }
+        };
+        let scores = with_top_score(favoured);
         let mut out = Vec::with_capacity(2 + scores.len() * 64);
         wire::write_priorities(&mut out, scores.into_iter().map(|(i, s)| (names[i], s)));
-        out
+        Ok(out)
     }
 
     fn prioritize_candidates(
@@ -331,14 +352,15 @@ impl Extender {
 
     /// The scores behind `prioritize`, as (candidate index, 0..=10), favoured hosts only.
     pub fn prioritize_names(&self, pod: &Pod, candidates: &[&str]) -> Vec<(usize, i64)> {
+        with_top_score(self.favoured_names(pod, candidates))
+    }
+
+    /// The candidates to favour (none for a follower).
+    fn favoured_names(&self, pod: &Pod, candidates: &[&str]) -> Vec<usize> {
         if !self.leadership.is_leader() {
             return Vec::new();
         }
-        self.lock()
-            .favoured(pod, candidates)
-            .into_iter()
-            .map(|i| (i, wire::MAX_EXTENDER_PRIORITY))
-            .collect()
+        self.lock().favoured(pod, candidates)
     }
 
     /// `POST /scheduler/bind` without an API server (files mode, `simulate`): makes the seat
@@ -458,6 +480,64 @@ fn node_names(list: &List<Node>) -> Vec<&str> {
     list.items
         .iter()
         .map(|n| n.metadata.name.as_deref().unwrap_or(""))
+        .collect()
+}
+
+/// The failed maps and the passing candidates of `verdict` over `names`, or the request's
+/// problem.
+fn filter_outcome(
+    verdict: FilterVerdict,
+    names: &[&str],
+) -> Result<(ExtenderFilterResult, Vec<usize>), String> {
+    let mut result = ExtenderFilterResult::default();
+    let pass = match verdict {
+        FilterVerdict::Invalid(e) => return Err(e),
+        FilterVerdict::Only {
+            pass,
+            rejected,
+            seat,
+        } => {
+            match (pass.is_empty(), seat, names.first()) {
+                (false, _, _) | (true, _, None) => {}
+                // One entry for all: a reason per node would cost more than the whole
+                // request, and every candidate fails for the same one.
+                (true, true, Some(first)) if names.len() > 1 => {
+                    let summary = Rejection {
+                        reason: format!(
+                            "{} ({} candidate node(s) turned down alike)",
+                            rejected.reason,
+                            names.len()
+                        )
+                        .into(),
+                        unresolvable: rejected.unresolvable,
+                    };
+                    record(&mut result, first, &summary);
+                }
+                (true, _, Some(_)) => {
+                    for name in names {
+                        record(&mut result, name, &rejected);
+                    }
+                }
+            }
+            pass
+        }
+        FilterVerdict::Except { rejected } => {
+            let mut turned_down = vec![false; names.len()];
+            for (i, why) in &rejected {
+                turned_down[*i] = true;
+                record(&mut result, names[*i], why);
+            }
+            (0..names.len()).filter(|&i| !turned_down[i]).collect()
+        }
+    };
+    Ok((result, pass))
+}
+
+/// Favoured candidates at the top score.
+fn with_top_score(favoured: Vec<usize>) -> Vec<(usize, i64)> {
+    favoured
+        .into_iter()
+        .map(|i| (i, wire::MAX_EXTENDER_PRIORITY))
         .collect()
 }
 

@@ -12,6 +12,7 @@ use std::io::Write;
 use k8s_openapi::List;
 use k8s_openapi::api::core::v1::{Node, Pod, PodSpec};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 use crate::cluster::meta_view::MetaView;
 use crate::cluster::pod_view::PodSpecView;
@@ -56,7 +57,7 @@ pub struct ExtenderArgsRef<'a> {
 #[derive(Debug)]
 pub struct CandidateRequest<'a> {
     /// The pod being scheduled.
-    pub pod: SchedulingPod,
+    pub pod: RequestPod<'a>,
     /// Candidate nodes as full objects (`nodeCacheCapable: false`).
     pub nodes: Option<List<Node>>,
     /// Candidate node names (`nodeCacheCapable: true`).
@@ -122,6 +123,97 @@ impl SchedulingPod {
             spec: self.spec.map(PodSpec::from),
             status: None,
         }
+    }
+}
+
+/// A Pod as the hot path reads it first: its metadata, and its spec as sent (valid JSON,
+/// not read yet). A pod the plan book already knows at this `resourceVersion` is answered
+/// from its seat without reading the spec at all.
+#[derive(Debug, Default, Deserialize)]
+pub struct PodAsSent<'a> {
+    /// `metadata`, without `managedFields`.
+    #[serde(default)]
+    pub metadata: MetaView,
+    /// `spec` as sent (`None` when absent or `null`).
+    #[serde(default, borrow)]
+    pub spec: Option<&'a RawValue>,
+}
+
+/// The pod of a request: its metadata, and its spec read or still as sent.
+#[derive(Debug)]
+pub struct RequestPod<'a> {
+    /// `metadata`, without `managedFields`.
+    pub metadata: MetaView,
+    spec: SpecText<'a>,
+}
+
+// One value on the stack for one request: boxing the read spec would cost an allocation.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+enum SpecText<'a> {
+    Read(Option<PodSpecView>),
+    AsSent(Option<&'a RawValue>),
+}
+
+impl<'a> RequestPod<'a> {
+    /// A pod read whole.
+    pub fn read(pod: SchedulingPod) -> Self {
+        Self {
+            metadata: pod.metadata,
+            spec: SpecText::Read(pod.spec),
+        }
+    }
+
+    /// A pod whose spec is left as sent, to be read by [`Self::into_pod`] only if needed.
+    pub fn as_sent(pod: PodAsSent<'a>) -> Self {
+        Self {
+            metadata: pod.metadata,
+            spec: SpecText::AsSent(pod.spec),
+        }
+    }
+
+    /// Reads the spec now if it was left as sent: the pod read whole, or why its spec cannot
+    /// be read.
+    pub fn read_spec(self) -> Result<Self, serde_json::Error> {
+        let spec = match self.spec {
+            SpecText::AsSent(Some(raw)) => {
+                SpecText::Read(Some(serde_json::from_str::<PodSpecView>(raw.get())?))
+            }
+            SpecText::AsSent(None) => SpecText::Read(None),
+            read => read,
+        };
+        Ok(Self { spec, ..self })
+    }
+
+    /// `metadata.uid` and `metadata.resourceVersion`, when the pod has both.
+    pub fn version(&self) -> Option<(&str, &str)> {
+        let meta = &self.metadata;
+        Some((meta.uid.as_deref()?, meta.resource_version.as_deref()?))
+            .filter(|(uid, version)| !uid.is_empty() && !version.is_empty())
+    }
+
+    /// The Pod with only the fields placement reads (its spec read now if it was left as
+    /// sent; the error names the field).
+    pub fn into_pod(self) -> Result<Pod, String> {
+        let spec = match self.spec {
+            SpecText::Read(spec) => spec,
+            SpecText::AsSent(None) => None,
+            SpecText::AsSent(Some(raw)) => {
+                let mut de = serde_json::Deserializer::from_str(raw.get());
+                let spec = serde_path_to_error::deserialize::<_, PodSpecView>(&mut de).map_err(
+                    |e| match e.path().to_string().as_str() {
+                        "." => format!("cannot read ExtenderArgs: Pod.spec: {}", e.inner()),
+                        path => format!("cannot read ExtenderArgs: Pod.spec.{path}: {}", e.inner()),
+                    },
+                )?;
+                Some(spec)
+            }
+        };
+        Ok(SchedulingPod {
+            metadata: self.metadata,
+            spec,
+        }
+        .into_pod())
     }
 }
 

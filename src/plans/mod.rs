@@ -347,6 +347,16 @@ impl Plan {
         seats.all(|d| d == first).then_some(first)
     }
 
+    /// Its seats not bound yet were found on no failed node at topology generation
+    /// `generation`, or one is being bound (the plan then stays as it is).
+    fn seats_checked_at(&self, generation: u64) -> bool {
+        self.seats_checked == Some(generation)
+            || self
+                .seats
+                .iter()
+                .any(|s| matches!(s.holder, Holder::Binding(_)))
+    }
+
     fn complete(&self) -> bool {
         self.seats
             .iter()
@@ -368,6 +378,20 @@ struct SeenPod {
     bound_to: Option<String>,
     binding: bool,
     seen: Instant,
+    /// What the pod said at its last version read, while it has a seat or a node.
+    read: Option<ReadVersion>,
+}
+
+/// What placement takes from a pod at one `resourceVersion` (the same version is the same
+/// object): asked again at that version, the book answers a pod with a seat or a node from
+/// this, without the pod's body ([`PlanBook::filter_known`]).
+#[derive(Debug, Clone)]
+struct ReadVersion {
+    resource_version: Box<str>,
+    group: GroupKey,
+    pod_set: PodSetHint,
+    /// The pod itself says Kueue manages it (what the state says is asked at every call).
+    kueue_managed: bool,
 }
 
 /// Every plan and seat.
@@ -492,22 +516,138 @@ impl PlanBook {
         now: Instant,
     ) -> FilterVerdict {
         self.sweep(state, now);
-        let verdict = self.decide_filter(state, pod, candidates, now);
+        let verdict = match PodFacts::of(pod) {
+            Ok(mut facts) => {
+                let by_pod = facts.kueue_managed;
+                let verdict = self.decide_filter(state, pod, &mut facts, candidates, now);
+                let version = pod.metadata.resource_version.as_deref();
+                self.remember_version(&facts, version, by_pod);
+                verdict
+            }
+            Err(e) => FilterVerdict::Invalid(e),
+        };
         self.publish();
         verdict
+    }
+
+    /// `filter` for a pod the book has read at `resource_version` and that has a seat or a
+    /// node: the same verdict and the same effects as [`Self::filter`] with the pod, without
+    /// it. `None` when the book needs the pod (another version, no seat any more, Kueue's,
+    /// seats to check against failed nodes): then call [`Self::filter`].
+    pub fn filter_known(
+        &mut self,
+        state: &ClusterState,
+        uid: &str,
+        resource_version: &str,
+        candidates: &[&str],
+        now: Instant,
+    ) -> Option<FilterVerdict> {
+        self.sweep(state, now);
+        let verdict = self.decide_known(state, uid, resource_version, candidates, now);
+        self.publish();
+        verdict
+    }
+
+    /// Whether [`Self::filter_known`] and [`Self::favoured_known`] can answer the pod `uid`
+    /// at `resource_version` (as far as the book alone says: the state may still send the
+    /// filter to the pod's full reading).
+    pub fn knows_seated(&self, uid: &str, resource_version: &str) -> bool {
+        self.pods.get(uid).is_some_and(|seen| {
+            seen.read
+                .as_ref()
+                .is_some_and(|r| *r.resource_version == *resource_version)
+                && self.seated_by_key(uid, seen)
+        })
+    }
+
+    /// The pod `uid` is bound, or holds a seat in the plan it was last seen under.
+    fn seated_by_key(&self, uid: &str, seen: &SeenPod) -> bool {
+        seen.bound_to.is_some()
+            || self
+                .plans
+                .get(&seen.key)
+                .is_some_and(|plan| plan.by_uid.contains_key(uid))
+    }
+
+    /// Keeps what `facts` (read at `version`, Kueue's by the pod itself when `by_pod`) say
+    /// for a pod that now has a seat or a node, so that it is answered without its body when
+    /// asked again at that version.
+    fn remember_version(&mut self, facts: &PodFacts, version: Option<&str>, by_pod: bool) {
+        let Some(version) = version.filter(|v| !v.is_empty()) else {
+            return;
+        };
+        // A Workload-API pod's decision reads the pod (its Job, its tree): never from memory.
+        if facts.group.kind == WorkloadKind::SchedulingGroup {
+            return;
+        }
+        let Some(seen) = self.pods.get(&facts.uid) else {
+            return;
+        };
+        if seen
+            .read
+            .as_ref()
+            .is_some_and(|r| *r.resource_version == *version)
+            || !self.seated_by_key(&facts.uid, seen)
+        {
+            return;
+        }
+        let read = ReadVersion {
+            resource_version: version.into(),
+            group: facts.group.clone(),
+            pod_set: facts.pod_set.clone(),
+            kueue_managed: by_pod,
+        };
+        if let Some(seen) = self.pods.get_mut(&facts.uid) {
+            seen.read = Some(read);
+        }
+    }
+
+    /// [`Self::decide_filter`]'s steps for a pod with a seat or a node, from what the book
+    /// read at that version; `None` (nothing changed) wherever they would need the pod.
+    fn decide_known(
+        &mut self,
+        state: &ClusterState,
+        uid: &str,
+        resource_version: &str,
+        candidates: &[&str],
+        now: Instant,
+    ) -> Option<FilterVerdict> {
+        let seen = self.pods.get(uid)?;
+        let read = seen
+            .read
+            .as_ref()
+            .filter(|r| *r.resource_version == *resource_version)?;
+        // Kueue's pods are passed through and recorded by the full path.
+        if read.kueue_managed || state.kueue_manages(&read.group) {
+            return None;
+        }
+        if let Some(node) = seen.bound_to.clone() {
+            self.pods.get_mut(uid)?.seen = now;
+            return Some(bound_verdict(candidates, &node));
+        }
+        // Seated in the plan its PodSet names, none of whose seats sits on a failed node: the
+        // full path would keep the plan and the seat.
+        let key = self.planned_key(&read.group, &read.pod_set)?;
+        if seen.key != key {
+            return None;
+        }
+        let seat = *self.plans.get(&key)?.by_uid.get(uid)?;
+        if self.failed_seat(state, &key).is_some() {
+            return None;
+        }
+        self.pods.get_mut(uid)?.seen = now;
+        self.plans.get_mut(&key)?.touched = now;
+        Some(self.seat_verdict(&key, seat, candidates))
     }
 
     fn decide_filter(
         &mut self,
         state: &ClusterState,
         pod: &Pod,
+        facts: &mut PodFacts,
         candidates: &[&str],
         now: Instant,
     ) -> FilterVerdict {
-        let mut facts = match PodFacts::of(pod) {
-            Ok(f) => f,
-            Err(e) => return FilterVerdict::Invalid(e),
-        };
         // A Job Kueue has a Workload for is Kueue's too, whatever its pods carry (also when
         // they name a Workload-API PodGroup: the group is then the PodGroup, not the Job).
         facts.kueue_managed |= state.kueue_manages(&facts.group);
@@ -523,7 +663,7 @@ impl PlanBook {
         if facts.kueue_managed {
             // Kueue's own TAS pinned it: passed through, never planned; bound where the
             // scheduler chose once the node has room.
-            self.see(&facts, main_key(&facts.group), now);
+            self.see(facts, main_key(&facts.group), now);
             return FilterVerdict::Except {
                 rejected: Vec::new(),
             };
@@ -531,46 +671,42 @@ impl PlanBook {
         if let Some(seen) = self.pods.get_mut(&facts.uid) {
             seen.seen = now;
             if let Some(node) = seen.bound_to.clone() {
-                return only(
-                    candidates,
-                    &[node.as_str()],
-                    format!("node(s) other than {node}, where the pod is bound"),
-                );
+                return bound_verdict(candidates, &node);
             }
         }
         if facts.group.kind == WorkloadKind::SchedulingGroup {
-            return self.scheduling_filter(state, pod, &facts, candidates, now);
+            return self.scheduling_filter(state, pod, facts, candidates, now);
         }
         // A pod recreated for one its group lost: back to its predecessor's node, unless that
         // node has failed for the group (then `failed` says which nodes are replaced).
         let mut failed = Vec::new();
         if state.has_lost(&facts.group)
-            && !self.seated(&facts)
+            && !self.seated(facts)
             && let Ok(Route::Workload(routed)) =
                 route(pod, &facts.group, facts.tas_marked, state, &self.gates)
         {
-            match self.successor(state, &facts, &routed, candidates) {
+            match self.successor(state, facts, &routed, candidates) {
                 Successor::Pinned(verdict) => {
                     let key = PlanKey {
                         group: facts.group.clone(),
                         pod_set: routed.pod_set.clone(),
                     };
-                    self.see(&facts, key, now);
+                    self.see(facts, key, now);
                     return verdict;
                 }
-                Successor::Replace => failed = self.failed_nodes(state, &facts, &routed),
+                Successor::Replace => failed = self.failed_nodes(state, facts, &routed),
                 Successor::Unknown => {}
             }
         }
         let planned = self
-            .planned_key(&facts)
+            .planned_key(&facts.group, &facts.pod_set)
             .filter(|key| !self.drop_if_seats_failed(state, key));
         let key = match planned {
             Some(key) => key,
             None => match route(pod, &facts.group, facts.tas_marked, state, &self.gates) {
                 Ok(Route::Lone) => {
-                    self.see(&facts, main_key(&facts.group), now);
-                    return self.lone_filter(state, &facts, candidates);
+                    self.see(facts, main_key(&facts.group), now);
+                    return self.lone_filter(state, facts, candidates);
                 }
                 Ok(Route::Denied(d)) => {
                     return FilterVerdict::Only {
@@ -621,8 +757,8 @@ impl PlanBook {
                 Err(e) => return FilterVerdict::Invalid(e),
             },
         };
-        self.see(&facts, key.clone(), now);
-        self.seat_filter(state, &key, &facts, candidates, now)
+        self.see(facts, key.clone(), now);
+        self.seat_filter(state, &key, facts, candidates, now)
     }
 
     /// Records a pod seen in `filter` under its plan key (what `bind` needs).
@@ -641,6 +777,7 @@ impl PlanBook {
                 bound_to: None,
                 binding: false,
                 seen: now,
+                read: None,
             });
         seen.key = key;
         seen.seen = now;
@@ -658,9 +795,9 @@ impl PlanBook {
     }
 
     /// The key of the live plan of the pod's PodSet, if there is one.
-    fn planned_key(&self, facts: &PodFacts) -> Option<PlanKey> {
+    fn planned_key(&self, group: &GroupKey, pod_set: &PodSetHint) -> Option<PlanKey> {
         // The PodSet the pod names, then the one a workload of one PodSet calls `main`.
-        let (first, fallback) = match &facts.pod_set {
+        let (first, fallback) = match pod_set {
             PodSetHint::Main => (MAIN_POD_SET, None),
             PodSetHint::Named(name) => (&**name, None),
             PodSetHint::Role(role) => (&**role, Some(MAIN_POD_SET)),
@@ -672,7 +809,7 @@ impl PlanBook {
             .flatten()
             .find_map(|name| {
                 let key = PlanKey {
-                    group: facts.group.clone(),
+                    group: group.clone(),
                     pod_set: name.to_string(),
                 };
                 self.plans.contains_key(&key).then_some(key)
@@ -687,7 +824,7 @@ impl PlanBook {
         if facts.group.kind == WorkloadKind::SchedulingGroup {
             return self.diagnose_scheduling(state, pod, &facts, now);
         }
-        if self.planned_key(&facts).is_some() {
+        if self.planned_key(&facts.group, &facts.pod_set).is_some() {
             return None;
         }
         let Ok(Route::Workload(routed)) =
@@ -705,13 +842,43 @@ impl PlanBook {
         let Ok(facts) = PodFacts::of(pod) else {
             return Vec::new();
         };
-        if let Some(node) = self.pods.get(&facts.uid).and_then(|p| p.bound_to.clone()) {
-            return positions(candidates, &[node.as_str()]);
+        self.favoured_for(&facts.uid, &facts.group, &facts.pod_set, candidates)
+    }
+
+    /// [`Self::favoured`] for a pod the book has read at `resource_version`, without it;
+    /// `None` when the book has not.
+    pub fn favoured_known(
+        &self,
+        uid: &str,
+        resource_version: &str,
+        candidates: &[&str],
+    ) -> Option<Vec<usize>> {
+        let read = self
+            .pods
+            .get(uid)?
+            .read
+            .as_ref()
+            .filter(|r| *r.resource_version == *resource_version)?;
+        Some(self.favoured_for(uid, &read.group, &read.pod_set, candidates))
+    }
+
+    fn favoured_for(
+        &self,
+        uid: &str,
+        group: &GroupKey,
+        pod_set: &PodSetHint,
+        candidates: &[&str],
+    ) -> Vec<usize> {
+        if let Some(node) = self.pods.get(uid).and_then(|p| p.bound_to.as_deref()) {
+            return positions(candidates, &[node]);
         }
-        let Some(plan) = self.planned_key(&facts).and_then(|k| self.plans.get(&k)) else {
+        let Some(plan) = self
+            .planned_key(group, pod_set)
+            .and_then(|k| self.plans.get(&k))
+        else {
             return Vec::new();
         };
-        let Some(&s) = plan.by_uid.get(&facts.uid) else {
+        let Some(&s) = plan.by_uid.get(uid) else {
             return Vec::new();
         };
         let nodes = seat_nodes(plan, &plan.seats[s]);
@@ -1380,6 +1547,11 @@ impl PlanBook {
                 }
             },
         };
+        self.seat_verdict(key, seat, candidates)
+    }
+
+    /// Only the node(s) of seat `seat` of plan `key` pass.
+    fn seat_verdict(&self, key: &PlanKey, seat: usize, candidates: &[&str]) -> FilterVerdict {
         let plan = &self.plans[key];
         let nodes = seat_nodes(plan, &plan.seats[seat]);
         let place = describe_seat(plan, &plan.seats[seat]);
@@ -1809,6 +1981,15 @@ fn tail(name: &str) -> u64 {
     let from = bytes.len().saturating_sub(8);
     word[..bytes.len() - from].copy_from_slice(&bytes[from..]);
     u64::from_le_bytes(word)
+}
+
+/// Only the node a pod is bound to passes.
+fn bound_verdict(candidates: &[&str], node: &str) -> FilterVerdict {
+    only(
+        candidates,
+        &[node],
+        format!("node(s) other than {node}, where the pod is bound"),
+    )
 }
 
 /// Only the candidates named in `allowed` pass.

@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::core::v1::Toleration;
 
-use super::{FilterVerdict, Holder, PlanBook, PlanKey, PodFacts, Rejection, positions};
+use super::{FilterVerdict, PlanBook, PlanKey, PodFacts, Rejection, positions};
 use crate::cluster::WorkloadKind;
 use crate::cluster::admit::RoutedWorkload;
 use crate::cluster::state::{ClusterState, NodeId};
@@ -121,24 +121,19 @@ impl PlanBook {
         }
     }
 
-    /// A plan some of whose seats not bound yet sit on a node that has failed (gone, or not
-    /// Ready by the gates' rules) is dropped, so that those pods are planned again inside the
-    /// domain of the rest, as Kueue replaces a failed node of an assignment; `true` when it
-    /// was. A single pod's plan stays with `SkipReassignmentForPodOwnedWorkloads`, as Kueue
-    /// keeps such a workload's assignment.
-    pub(super) fn drop_if_seats_failed(&mut self, state: &ClusterState, key: &PlanKey) -> bool {
+    /// The failed node one of plan `key`'s seats not bound yet sits on, if any; when none
+    /// has failed and none may fail with time alone, the plan is marked checked at this
+    /// topology generation (nothing else changes).
+    pub(super) fn failed_seat(
+        &mut self,
+        state: &ClusterState,
+        key: &PlanKey,
+    ) -> Option<FailedNode> {
         let generation = state.topology_generation();
-        let Some(plan) = self.plans.get(key) else {
-            return false;
-        };
+        let plan = self.plans.get(key)?;
         // Checked since nodes last changed; a pod being bound keeps the plan as it is.
-        if plan.seats_checked == Some(generation)
-            || plan
-                .seats
-                .iter()
-                .any(|s| matches!(s.holder, Holder::Binding(_)))
-        {
-            return false;
+        if plan.seats_checked_at(generation) {
+            return None;
         }
         let mut waiting = false;
         let idle = GroupOnNode {
@@ -165,11 +160,23 @@ impl PlanBook {
                 NodeVerdict::Kept(_) => None,
             }
         });
-        let Some(failed) = failed else {
-            // A node that may fail with time alone is checked again on the next call.
-            if !waiting && let Some(plan) = self.plans.get_mut(key) {
-                plan.seats_checked = Some(generation);
-            }
+        // A node that may fail with time alone is checked again on the next call.
+        if failed.is_none()
+            && !waiting
+            && let Some(plan) = self.plans.get_mut(key)
+        {
+            plan.seats_checked = Some(generation);
+        }
+        failed
+    }
+
+    /// A plan some of whose seats not bound yet sit on a node that has failed (gone, or not
+    /// Ready by the gates' rules) is dropped, so that those pods are planned again inside the
+    /// domain of the rest, as Kueue replaces a failed node of an assignment; `true` when it
+    /// was. A single pod's plan stays with `SkipReassignmentForPodOwnedWorkloads`, as Kueue
+    /// keeps such a workload's assignment.
+    pub(super) fn drop_if_seats_failed(&mut self, state: &ClusterState, key: &PlanKey) -> bool {
+        let Some(failed) = self.failed_seat(state, key) else {
             return false;
         };
         if key.group.kind == WorkloadKind::Pod && self.gates.enabled(GATE_SKIP_POD_OWNED) {

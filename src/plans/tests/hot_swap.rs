@@ -37,7 +37,7 @@ fn running_train_with(gates: &str, more: &str) -> TestBook {
     }
 }
 
-fn unix_now() -> i64 {
+pub(super) fn unix_now() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
@@ -45,7 +45,7 @@ fn unix_now() -> i64 {
 }
 
 /// The node update the watch applies when `node` went NotReady `secs` seconds ago.
-fn not_ready_since(b: &mut TestBook, node: &str, secs: i64) {
+pub(super) fn not_ready_since(b: &mut TestBook, node: &str, secs: i64) {
     let mut info = b.state.node_by_name(node).unwrap().clone();
     info.ready = false;
     info.ready_since = Some(unix_now() - secs);
