@@ -873,6 +873,58 @@ async fn a_pod_group_of_two_shapes_waits_for_all_its_pods_then_is_planned_whole(
     live.watches.stop().await;
 }
 
+/// A replica elected on a Lease nobody holds yet takes it and keeps it, with a few Lease
+/// requests a second: an election that restarted itself on finding the Lease free (as it is
+/// while the lease manager takes it) would hammer the API server and never settle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_election_on_a_free_lease_settles_at_once() {
+    let live = Live::start(with_objects(two_racks())).await;
+    let config = ElectionConfig {
+        namespace: "default".into(),
+        lease_name: "kube-tas".into(),
+        identity: "replica-a".into(),
+        lease_duration: Duration::from_secs(3),
+        renew_before: Duration::from_secs(1),
+    };
+    let leadership = Leadership::elected("replica-a");
+    let cancel = CancellationToken::new();
+    let task = tokio::spawn(leader::run(
+        live.fake.client(),
+        config,
+        leadership.clone(),
+        cancel.clone(),
+    ));
+    let started = Instant::now();
+    while !leadership.is_leader() {
+        assert!(started.elapsed() < Duration::from_secs(5), "never led");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let lease_requests = || {
+        live.fake
+            .requests()
+            .iter()
+            .filter(|r| r.contains("/leases"))
+            .count()
+    };
+    let before = lease_requests();
+    let leading = Instant::now();
+    while leading.elapsed() < Duration::from_secs(3) {
+        assert!(
+            leadership.is_leader(),
+            "stopped leading after {:?}",
+            leading.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Three confirmations a second, each with the lease manager's own read, and a renewal
+    // or two: some tens of requests, where a restart loop sends hundreds.
+    let sent = lease_requests() - before;
+    assert!((3..=60).contains(&sent), "{sent} Lease requests in 3 s");
+    cancel.cancel();
+    let _ = task.await;
+    live.watches.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_replicas_never_both_plan_across_a_leader_change() {
     let mut objects = two_racks();

@@ -40,7 +40,7 @@ use tracing::Instrument;
 
 use super::wire::{
     CandidateRequest, ExtenderArgsRef, ExtenderBindingArgs, ExtenderBindingResult,
-    ExtenderFilterResult, PodAsSent, RequestPod, go_format_safe,
+    ExtenderFilterResult, RequestPod, go_format_safe, with_seat_oracle,
 };
 use super::{Extender, encode, scan};
 use crate::cluster::meta_view::MetaView;
@@ -120,29 +120,24 @@ pub fn prioritize_answer(extender: &Extender, body: &[u8]) -> Result<Vec<u8>, St
 /// Reads an `ExtenderArgs` body and hands it to `serve`: scanned by hand when it is the
 /// usual shape (names borrowed, [`scan`]), else read by serde_json, which also says what is
 /// wrong with a bad body. The pod's spec is left unread when `extender` answers the pod from
-/// its seat ([`Extender::answers_from_seat`]).
+/// its seat ([`Extender::seat_oracle`]).
 fn read_args<T>(
     extender: &Extender,
     body: &[u8],
     serve: impl FnOnce(CandidateRequest<'_>) -> T,
 ) -> Result<T, String> {
-    if let Some(scanned) = scan::scan::<PodAsSent<'_>, Option<List<Node>>>(body) {
+    let oracle = extender.seat_oracle();
+    let scanned = with_seat_oracle(oracle, || {
+        scan::scan::<RequestPod<'_>, Option<List<Node>>>(body)
+    });
+    if let Some(scanned) = scanned {
         record_pod(&scanned.pod.metadata);
-        let pod = RequestPod::as_sent(scanned.pod);
-        let known = scanned.node_names.is_some()
-            && pod
-                .version()
-                .is_some_and(|(uid, version)| extender.answers_from_seat(uid, version));
-        // A spec serde refuses is read again below, to say where the problem is.
-        let pod = if known { Ok(pod) } else { pod.read_spec() };
-        if let Ok(pod) = pod {
-            return Ok(serve(CandidateRequest {
-                pod,
-                nodes: scanned.nodes.flatten(),
-                node_names: scanned.node_names.as_deref(),
-                compact_names: scanned.compact_names,
-            }));
-        }
+        return Ok(serve(CandidateRequest {
+            pod: scanned.pod,
+            nodes: scanned.nodes.flatten(),
+            node_names: scanned.node_names.as_deref(),
+            compact_names: scanned.compact_names,
+        }));
     }
     let args = parse::<ExtenderArgsRef>(body)?;
     record_pod(&args.pod.metadata);

@@ -118,18 +118,32 @@ impl Extender {
         Fut: std::future::Future<Output = ()>,
     {
         let mut changes = self.leadership.changes();
+        let mut was_leader = *changes.borrow_and_update();
+        // Leading already when this starts (the election can be quicker than the task that
+        // runs this): heard like any change.
+        if was_leader {
+            tracing::info!("the leader: planning and binding");
+            on_change(true).await;
+        }
         loop {
             tokio::select! {
                 () = cancel.cancelled() => return,
                 changed = changes.changed() => if changed.is_err() { return },
             }
             let leader = *changes.borrow_and_update();
-            if leader {
+            if leader && was_leader {
+                // Leading again with no `false` seen: the channel keeps only the last value,
+                // so leadership was lost and won back while `on_change` ran. A new term
+                // starts with an empty book, as after any loss.
+                self.clear_plans();
+                tracing::info!("the leader again after a term lost meanwhile: plans dropped");
+            } else if leader {
                 tracing::info!("the leader: planning and binding");
             } else {
                 self.clear_plans();
                 tracing::info!("not the leader: plans dropped");
             }
+            was_leader = leader;
             on_change(leader).await;
         }
     }
@@ -243,7 +257,19 @@ impl Extender {
     /// Whether a request for the pod `uid` at `resource_version` can be answered from its
     /// seat or node without reading the pod's spec (the server then leaves it unread).
     pub fn answers_from_seat(&self, uid: &str, resource_version: &str) -> bool {
-        self.leadership.is_leader() && self.lock().knows_seated(uid, resource_version)
+        self.seat_oracle()(uid, resource_version)
+    }
+
+    /// [`Self::answers_from_seat`] as a function the request reader can keep.
+    pub fn seat_oracle(&self) -> wire::SeatOracle {
+        let (leadership, book) = (self.leadership.clone(), self.book.clone());
+        Box::new(move |uid, version| {
+            leadership.is_leader()
+                && book
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .knows_seated(uid, version)
+        })
     }
 
     /// [`Self::decide_filter`] for a pod the book knows at `resource_version`, without the

@@ -126,20 +126,13 @@ impl SchedulingPod {
     }
 }
 
-/// A Pod as the hot path reads it first: its metadata, and its spec as sent (valid JSON,
-/// not read yet). A pod the plan book already knows at this `resourceVersion` is answered
-/// from its seat without reading the spec at all.
-#[derive(Debug, Default, Deserialize)]
-pub struct PodAsSent<'a> {
-    /// `metadata`, without `managedFields`.
-    #[serde(default)]
-    pub metadata: MetaView,
-    /// `spec` as sent (`None` when absent or `null`).
-    #[serde(default, borrow)]
-    pub spec: Option<&'a RawValue>,
-}
-
 /// The pod of a request: its metadata, and its spec read or still as sent.
+///
+/// Read from JSON, `metadata` comes first (as the API server writes a Pod): when the seat
+/// oracle of [`with_seat_oracle`] says the plan book answers this pod at this
+/// `resourceVersion` from memory, the spec is only checked to be JSON and kept as sent;
+/// otherwise it is read as [`SchedulingPod`] reads it, in the same single pass. Any other
+/// field is skipped. A key twice is refused, as the derived readers refuse it.
 #[derive(Debug)]
 pub struct RequestPod<'a> {
     /// `metadata`, without `managedFields`.
@@ -162,27 +155,6 @@ impl<'a> RequestPod<'a> {
             metadata: pod.metadata,
             spec: SpecText::Read(pod.spec),
         }
-    }
-
-    /// A pod whose spec is left as sent, to be read by [`Self::into_pod`] only if needed.
-    pub fn as_sent(pod: PodAsSent<'a>) -> Self {
-        Self {
-            metadata: pod.metadata,
-            spec: SpecText::AsSent(pod.spec),
-        }
-    }
-
-    /// Reads the spec now if it was left as sent: the pod read whole, or why its spec cannot
-    /// be read.
-    pub fn read_spec(self) -> Result<Self, serde_json::Error> {
-        let spec = match self.spec {
-            SpecText::AsSent(Some(raw)) => {
-                SpecText::Read(Some(serde_json::from_str::<PodSpecView>(raw.get())?))
-            }
-            SpecText::AsSent(None) => SpecText::Read(None),
-            read => read,
-        };
-        Ok(Self { spec, ..self })
     }
 
     /// `metadata.uid` and `metadata.resourceVersion`, when the pod has both.
@@ -214,6 +186,117 @@ impl<'a> RequestPod<'a> {
             spec,
         }
         .into_pod())
+    }
+}
+
+/// Says whether the plan book answers the pod `uid` at `resourceVersion` from memory.
+pub type SeatOracle = Box<dyn Fn(&str, &str) -> bool>;
+
+thread_local! {
+    /// The oracle the pods read on this thread consult, while [`with_seat_oracle`] runs.
+    static SEAT_ORACLE: std::cell::RefCell<Option<SeatOracle>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `read` (the reading of a request) with `oracle` deciding which pods' specs are left
+/// unread ([`RequestPod`]); without it every spec is read.
+pub fn with_seat_oracle<R>(oracle: SeatOracle, read: impl FnOnce() -> R) -> R {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            SEAT_ORACLE.with(|o| o.borrow_mut().take());
+        }
+    }
+    SEAT_ORACLE.with(|o| *o.borrow_mut() = Some(oracle));
+    let _reset = Reset;
+    read()
+}
+
+fn answered_from_seat(metadata: &MetaView) -> bool {
+    let (Some(uid), Some(version)) = (
+        metadata.uid.as_deref(),
+        metadata.resource_version.as_deref(),
+    ) else {
+        return false;
+    };
+    !uid.is_empty()
+        && !version.is_empty()
+        && SEAT_ORACLE.with(|o| o.borrow().as_ref().is_some_and(|known| known(uid, version)))
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for RequestPod<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::{Error, IgnoredAny, MapAccess, Visitor};
+
+        /// The keys [`RequestPod`] reads; anything else is skipped.
+        enum Key {
+            Metadata,
+            Spec,
+            Other,
+        }
+        impl<'de> Deserialize<'de> for Key {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct KeyVisitor;
+                impl Visitor<'_> for KeyVisitor {
+                    type Value = Key;
+                    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                        f.write_str("a field name")
+                    }
+                    fn visit_str<E: Error>(self, v: &str) -> Result<Key, E> {
+                        Ok(match v {
+                            "metadata" => Key::Metadata,
+                            "spec" => Key::Spec,
+                            _ => Key::Other,
+                        })
+                    }
+                }
+                d.deserialize_identifier(KeyVisitor)
+            }
+        }
+
+        struct PodVisitor<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for PodVisitor<'a> {
+            type Value = RequestPod<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("struct Pod")
+            }
+            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Self::Value, M::Error> {
+                let mut metadata: Option<MetaView> = None;
+                let mut spec: Option<SpecText<'a>> = None;
+                while let Some(key) = map.next_key::<Key>()? {
+                    match key {
+                        Key::Metadata if metadata.is_some() => {
+                            return Err(M::Error::duplicate_field("metadata"));
+                        }
+                        Key::Metadata => metadata = Some(map.next_value()?),
+                        Key::Spec if spec.is_some() => {
+                            return Err(M::Error::duplicate_field("spec"));
+                        }
+                        Key::Spec => {
+                            let unread = metadata.as_ref().is_some_and(answered_from_seat);
+                            spec = Some(if unread {
+                                SpecText::AsSent(map.next_value::<Option<&'de RawValue>>()?)
+                            } else {
+                                SpecText::Read(map.next_value::<Option<PodSpecView>>()?)
+                            });
+                        }
+                        Key::Other => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(RequestPod {
+                    metadata: metadata.unwrap_or_default(),
+                    spec: spec.unwrap_or(SpecText::Read(None)),
+                })
+            }
+        }
+
+        deserializer.deserialize_struct(
+            "Pod",
+            &["metadata", "spec"],
+            PodVisitor(std::marker::PhantomData),
+        )
     }
 }
 

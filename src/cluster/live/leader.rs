@@ -13,8 +13,10 @@
 //!
 //! Handover: a leader shutting down releases the Lease. kube-lease-manager's follower would
 //! still sleep until the old lease's end (`leaseDurationSeconds`, 15 s by default), so the
-//! confirmer, finding the Lease free while this replica follows, starts the election afresh,
-//! which takes the free Lease at once: a rolling update hands over within a Lease read or two.
+//! confirmer, finding the Lease free after it saw another replica hold it, starts the election
+//! afresh, which takes the free Lease at once: a rolling update hands over within a Lease read
+//! or two. Only a replica that holds the Lease ever releases it (a follower restarting its
+//! election gives nothing back: releasing a free Lease would clear whoever took it meanwhile).
 //! An election that cannot start (API server unreachable, namespace missing, RBAC) is tried
 //! again with a growing wait, never given up.
 //!
@@ -241,8 +243,9 @@ pub async fn run(
 enum Ended {
     /// Cancelled, or its lease manager stopped.
     Stopped,
-    /// This replica followed and the Lease was found free (its holder released it on the way
-    /// out): the lease manager would wait out the old lease before taking it.
+    /// This replica followed another holder and then found the Lease free (its holder
+    /// released it on the way out): the lease manager would wait out the old lease before
+    /// taking it.
     Released,
 }
 
@@ -269,8 +272,10 @@ async fn run_once(
         .with_parameters(params)
         .build()
         .await?;
-    let (mut flag, task) = manager.watch().await;
     let leases: Api<Lease> = Api::namespaced(client, &config.namespace);
+    // The first confirmation at once: a Lease another replica holds is then known held, and
+    // one found free later is one released. A Lease free at start is not (the lease manager
+    // is taking it).
     let mut confirm = tokio::time::interval(confirm_every);
     confirm.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tracing::info!(
@@ -278,27 +283,40 @@ async fn run_once(
         identity = %config.identity,
         "leader election started"
     );
+    // What the lease manager last said, and whether this run saw another replica hold the
+    // Lease (a Lease found free is then one released, worth restarting for).
+    let mut holds = false;
+    let mut seen_other = false;
     let ended = loop {
         tokio::select! {
             () = cancel.cancelled() => break Ended::Stopped,
-            changed = flag.changed() => {
-                if changed.is_err() {
-                    tracing::error!("the lease manager stopped");
-                    break Ended::Stopped;
+            changed = manager.changed() => match changed {
+                Ok(now_holds) => {
+                    holds = now_holds;
+                    leadership.set_holds(holds);
+                    // Confirm at once, so a new leader starts without waiting a tick.
+                    if let Ok(lease) = leases.get(&config.lease_name).await {
+                        leadership.confirm(&lease, config.lease_duration, margin);
+                    }
+                    tracing::info!(leader = leadership.is_leader(), "leadership changed");
                 }
-                let holds = *flag.borrow_and_update();
-                leadership.set_holds(holds);
-                // Confirm at once, so a new leader starts without waiting a tick.
-                if let Ok(lease) = leases.get(&config.lease_name).await {
-                    leadership.confirm(&lease, config.lease_duration, margin);
+                Err(e) => {
+                    // As the lease manager's own loop does: wait and go on. A holder that
+                    // cannot renew stops leading when its confirmation runs out.
+                    tracing::warn!(error = %e, "the lease manager failed; trying again");
+                    tokio::select! {
+                        () = cancel.cancelled() => break Ended::Stopped,
+                        () = tokio::time::sleep(ELECTION_RETRY_FIRST) => {}
+                    }
                 }
-                tracing::info!(leader = leadership.is_leader(), "leadership changed");
-            }
+            },
             _ = confirm.tick() => match leases.get(&config.lease_name).await {
                 Ok(lease) => {
                     leadership.confirm(&lease, config.lease_duration, margin);
-                    if !*flag.borrow() && is_free(&lease) {
-                        break Ended::Released;
+                    match holder_of(&lease) {
+                        None if !holds && seen_other => break Ended::Released,
+                        Some(holder) if holder != config.identity => seen_other = true,
+                        _ => {}
                     }
                 }
                 Err(e) => tracing::warn!(error = %e, "cannot read the Lease to confirm leadership"),
@@ -306,22 +324,23 @@ async fn run_once(
         }
     };
     leadership.set_holds(false);
-    drop(flag);
-    match task.await {
-        Ok(Ok(_)) => tracing::info!("Lease released"),
-        Ok(Err(e)) => tracing::warn!(error = %e, "releasing the Lease failed"),
-        Err(e) => tracing::warn!(error = %e, "the lease manager task failed"),
+    if holds {
+        match manager.release().await {
+            Ok(()) => tracing::info!("Lease released"),
+            Err(e) => tracing::warn!(error = %e, "releasing the Lease failed"),
+        }
     }
     Ok(ended)
 }
 
-/// Whether nobody holds `lease` (a holder releasing it clears `holderIdentity`).
-fn is_free(lease: &Lease) -> bool {
+/// Who holds `lease`; `None` when nobody does (a holder releasing it clears
+/// `holderIdentity`).
+fn holder_of(lease: &Lease) -> Option<&str> {
     lease
         .spec
         .as_ref()
         .and_then(|s| s.holder_identity.as_deref())
-        .is_none_or(str::is_empty)
+        .filter(|h| !h.is_empty())
 }
 
 /// The label the leader puts on its own pod, for the extender Service's selector.
