@@ -26,6 +26,8 @@
 //! refuse wrong shapes at the first level anyway. Size is limited by the server's body limit
 //! (413), not here.
 
+use std::sync::Arc;
+
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -56,7 +58,8 @@ pub fn routes(extender: Extender) -> Router {
         .route("/scheduler/filter", post(filter))
         .route("/scheduler/prioritize", post(prioritize))
         .route("/scheduler/bind", post(bind))
-        .with_state(extender)
+        // Behind one `Arc`: axum clones the state for every request.
+        .with_state(Arc::new(extender))
 }
 
 // The service is synchronous (a std `Mutex` around the plan book). A request in node-cache
@@ -77,7 +80,7 @@ pub fn routes(extender: Extender) -> Router {
 const INLINE_BODY_BYTES: usize = 4 << 20;
 
 #[tracing::instrument(name = "filter", skip_all, fields(pod = tracing::field::Empty))]
-async fn filter(State(extender): State<Extender>, body: Bytes) -> Response {
+async fn filter(State(extender): State<Arc<Extender>>, body: Bytes) -> Response {
     run_service("filter", body.len(), move || {
         json_bytes(filter_answer(&extender, &body))
     })
@@ -86,7 +89,7 @@ async fn filter(State(extender): State<Extender>, body: Bytes) -> Response {
 }
 
 #[tracing::instrument(name = "prioritize", skip_all, fields(pod = tracing::field::Empty))]
-async fn prioritize(State(extender): State<Extender>, body: Bytes) -> Response {
+async fn prioritize(State(extender): State<Arc<Extender>>, body: Bytes) -> Response {
     run_service("prioritize", body.len(), move || {
         match prioritize_answer(&extender, &body) {
             Ok(answer) => json_bytes(answer),
@@ -156,7 +159,7 @@ fn read_args<T>(
 /// `bind` runs on the async worker: the bind body is tiny, the book's part is microseconds,
 /// and the Binding write to the API server is awaited without holding any lock.
 #[tracing::instrument(name = "bind", skip_all, fields(pod = tracing::field::Empty))]
-async fn bind(State(extender): State<Extender>, body: Bytes) -> Response {
+async fn bind(State(extender): State<Arc<Extender>>, body: Bytes) -> Response {
     match parse::<ExtenderBindingArgs>(&body) {
         Ok(args) => {
             tracing::Span::current().record(

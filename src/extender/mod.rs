@@ -264,11 +264,7 @@ impl Extender {
     pub fn seat_oracle(&self) -> wire::SeatOracle {
         let (leadership, book) = (self.leadership.clone(), self.book.clone());
         Box::new(move |uid, version| {
-            leadership.is_leader()
-                && book
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .knows_seated(uid, version)
+            leadership.is_leader() && lock_book(&book).knows_seated(uid, version)
         })
     }
 
@@ -482,10 +478,14 @@ impl Extender {
     }
 
     fn lock(&self) -> MutexGuard<'_, PlanBook> {
-        // Every book method runs to completion before it returns; a panic inside one (a bug)
-        // cannot leave a half-made plan, so a poisoned lock is still safe to use.
-        self.book.lock().unwrap_or_else(|p| p.into_inner())
+        lock_book(&self.book)
     }
+}
+
+/// The plan book, locked. Every book method runs to completion before it returns; a panic
+/// inside one (a bug) cannot leave a half-made plan, so a poisoned lock is still safe to use.
+fn lock_book(book: &Mutex<PlanBook>) -> MutexGuard<'_, PlanBook> {
+    book.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// `value` as JSON. The wire types have string keys only, so encoding cannot fail; should it

@@ -332,13 +332,26 @@ pub fn write_filter_names(
     compact_names: Option<&str>,
     result: &ExtenderFilterResult,
 ) {
-    out.extend_from_slice(br#"{"Nodes":null,"NodeNames":"#);
     let all_pass = pass.len() == names.len() && pass.iter().enumerate().all(|(k, &i)| k == i);
+    let names_len = match compact_names {
+        Some(array) if all_pass => array.len(),
+        // Brackets, and quotes and a comma per name but the last.
+        _ => 2 + pass.iter().map(|&i| names[i].len() + 3).sum::<usize>() - pass.len().min(1),
+    };
+    // Once, the whole answer when nothing needs an escape: growing it as it is written
+    // would copy it over again at every doubling.
+    out.reserve_exact(
+        FILTER_FRAME_BYTES
+            + names_len
+            + map_len(&result.failed_nodes)
+            + map_len(&result.failed_and_unresolvable_nodes)
+            + result.error.len(),
+    );
+    out.extend_from_slice(br#"{"Nodes":null,"NodeNames":"#);
     match compact_names {
         // The array as it came: what writing each name would give, byte for byte.
         Some(array) if all_pass => out.extend_from_slice(array.as_bytes()),
         _ => {
-            out.reserve(80 + pass.iter().map(|&i| names[i].len() + 3).sum::<usize>());
             out.push(b'[');
             for (k, &i) in pass.iter().enumerate() {
                 if k > 0 {
@@ -393,6 +406,20 @@ fn write_str(out: &mut Vec<u8>, text: &str) {
         // Writing to a Vec cannot fail.
         let _ = serde_json::to_writer(&mut *out, text);
     }
+}
+
+/// The bytes of `write_filter_names`'s answer around its names, maps and error.
+const FILTER_FRAME_BYTES: usize =
+    br#"{"Nodes":null,"NodeNames":,"FailedNodes":,"FailedAndUnresolvableNodes":,"Error":""}"#.len();
+
+/// The bytes `write_map` writes for `map` when nothing needs an escape.
+fn map_len(map: &BTreeMap<String, String>) -> usize {
+    // Braces, and per entry four quotes, a colon and a comma but for the last.
+    2 + map
+        .iter()
+        .map(|(k, v)| k.len() + v.len() + 6)
+        .sum::<usize>()
+        - map.len().min(1)
 }
 
 fn write_map(out: &mut Vec<u8>, map: &BTreeMap<String, String>) {
@@ -565,6 +592,39 @@ mod tests {
                 serde_json::to_string(&scores).unwrap()
             );
         }
+    }
+
+    #[test]
+    fn a_plain_filter_answer_is_written_in_the_room_reserved_for_it() {
+        let names = ["host-a", "host-b", "host-c"];
+        let sent = serde_json::to_string(&names).unwrap();
+        let result = ExtenderFilterResult {
+            failed_nodes: [("host-b".to_string(), "held by a plan".to_string())].into(),
+            failed_and_unresolvable_nodes: [("host-c".to_string(), "tainted".to_string())].into(),
+            ..ExtenderFilterResult::default()
+        };
+        for (pass, compact) in [(&[0][..], None), (&[0], Some(sent.as_str()))] {
+            let mut out = Vec::new();
+            write_filter_names(&mut out, &names, pass, compact, &result);
+            assert_eq!(
+                out.capacity(),
+                out.len(),
+                "{}",
+                String::from_utf8_lossy(&out)
+            );
+        }
+        let all = ExtenderFilterResult {
+            error: "none".into(),
+            ..ExtenderFilterResult::default()
+        };
+        let mut out = Vec::new();
+        write_filter_names(&mut out, &names, &[0, 1, 2], Some(&sent), &all);
+        assert_eq!(
+            out.capacity(),
+            out.len(),
+            "{}",
+            String::from_utf8_lossy(&out)
+        );
     }
 
     #[test]

@@ -382,6 +382,15 @@ struct SeenPod {
     read: Option<ReadVersion>,
 }
 
+impl SeenPod {
+    /// What the book read of the pod at `resource_version`, if that is its last version read.
+    fn read_at(&self, resource_version: &str) -> Option<&ReadVersion> {
+        self.read
+            .as_ref()
+            .filter(|r| *r.resource_version == *resource_version)
+    }
+}
+
 /// What placement takes from a pod at one `resourceVersion` (the same version is the same
 /// object): asked again at that version, the book answers a pod with a seat or a node from
 /// this, without the pod's body ([`PlanBook::filter_known`]).
@@ -515,19 +524,16 @@ impl PlanBook {
         candidates: &[&str],
         now: Instant,
     ) -> FilterVerdict {
-        self.sweep(state, now);
-        let verdict = match PodFacts::of(pod) {
+        self.swept(state, now, |book| match PodFacts::of(pod) {
             Ok(mut facts) => {
                 let by_pod = facts.kueue_managed;
-                let verdict = self.decide_filter(state, pod, &mut facts, candidates, now);
+                let verdict = book.decide_filter(state, pod, &mut facts, candidates, now);
                 let version = pod.metadata.resource_version.as_deref();
-                self.remember_version(&facts, version, by_pod);
+                book.remember_version(&facts, version, by_pod);
                 verdict
             }
             Err(e) => FilterVerdict::Invalid(e),
-        };
-        self.publish();
-        verdict
+        })
     }
 
     /// `filter` for a pod the book has read at `resource_version` and that has a seat or a
@@ -542,8 +548,20 @@ impl PlanBook {
         candidates: &[&str],
         now: Instant,
     ) -> Option<FilterVerdict> {
+        self.swept(state, now, |book| {
+            book.decide_known(state, uid, resource_version, candidates, now)
+        })
+    }
+
+    /// `decide` after the sweep of expired plans, with the counters published after it.
+    fn swept<T>(
+        &mut self,
+        state: &ClusterState,
+        now: Instant,
+        decide: impl FnOnce(&mut Self) -> T,
+    ) -> T {
         self.sweep(state, now);
-        let verdict = self.decide_known(state, uid, resource_version, candidates, now);
+        let verdict = decide(self);
         self.publish();
         verdict
     }
@@ -553,10 +571,7 @@ impl PlanBook {
     /// filter to the pod's full reading).
     pub fn knows_seated(&self, uid: &str, resource_version: &str) -> bool {
         self.pods.get(uid).is_some_and(|seen| {
-            seen.read
-                .as_ref()
-                .is_some_and(|r| *r.resource_version == *resource_version)
-                && self.seated_by_key(uid, seen)
+            seen.read_at(resource_version).is_some() && self.seated_by_key(uid, seen)
         })
     }
 
@@ -583,12 +598,7 @@ impl PlanBook {
         let Some(seen) = self.pods.get(&facts.uid) else {
             return;
         };
-        if seen
-            .read
-            .as_ref()
-            .is_some_and(|r| *r.resource_version == *version)
-            || !self.seated_by_key(&facts.uid, seen)
-        {
+        if seen.read_at(version).is_some() || !self.seated_by_key(&facts.uid, seen) {
             return;
         }
         let read = ReadVersion {
@@ -613,10 +623,7 @@ impl PlanBook {
         now: Instant,
     ) -> Option<FilterVerdict> {
         let seen = self.pods.get(uid)?;
-        let read = seen
-            .read
-            .as_ref()
-            .filter(|r| *r.resource_version == *resource_version)?;
+        let read = seen.read_at(resource_version)?;
         // Kueue's pods are passed through and recorded by the full path.
         if read.kueue_managed || state.kueue_manages(&read.group) {
             return None;
@@ -785,13 +792,9 @@ impl PlanBook {
 
     /// The pod holds a seat in a live plan, or is bound.
     fn seated(&self, facts: &PodFacts) -> bool {
-        self.pods.get(&facts.uid).is_some_and(|seen| {
-            seen.bound_to.is_some()
-                || self
-                    .plans
-                    .get(&seen.key)
-                    .is_some_and(|plan| plan.by_uid.contains_key(&facts.uid))
-        })
+        self.pods
+            .get(&facts.uid)
+            .is_some_and(|seen| self.seated_by_key(&facts.uid, seen))
     }
 
     /// The key of the live plan of the pod's PodSet, if there is one.
@@ -853,12 +856,7 @@ impl PlanBook {
         resource_version: &str,
         candidates: &[&str],
     ) -> Option<Vec<usize>> {
-        let read = self
-            .pods
-            .get(uid)?
-            .read
-            .as_ref()
-            .filter(|r| *r.resource_version == *resource_version)?;
+        let read = self.pods.get(uid)?.read_at(resource_version)?;
         Some(self.favoured_for(uid, &read.group, &read.pod_set, candidates))
     }
 
