@@ -16,7 +16,9 @@
 //! first (`serve` runs at `info`). The rows are those of `kube-tas bench` for the cluster's
 //! default sample: 0 lone filter, 1 gang filter (seat sampled), 2 gang filter (seat not
 //! sampled), 3 prioritize, 4 filter with every name, 5 `/mutate`. Each kube-tas answer is
-//! checked.
+//! checked. `--prioritize` sends the row's bodies to `prioritize` instead (row 0: a lone pod's
+//! `prioritize`), and `--filter-first` filters each body once before the calls, as
+//! kube-scheduler filters a pod before it prioritizes it.
 //!
 //! Between two requests a server's caches are not warm: the kernel's network stack, hyper and
 //! (on one machine) the client run in between. `--evict-kib N` writes over N KiB before every
@@ -27,9 +29,11 @@
 use std::hint::black_box;
 use std::process::ExitCode;
 
+use anyhow::Context as _;
 use clap::Parser;
-use kube_tas::bench::fixture::{Fixture, Services};
+use kube_tas::bench::fixture::{FILTER, Fixture, PRIORITIZE, Services};
 use kube_tas::bench::requests::sample_size;
+use kube_tas::extender::wire::HostPriority;
 use kube_tas::synthetic::SyntheticCluster;
 
 #[global_allocator]
@@ -63,6 +67,14 @@ struct Args {
     /// Time each call and print the p50 and p99 in µs.
     #[arg(long)]
     timed: bool,
+    /// Send the row's bodies to `prioritize` instead of their own route (each answer checked
+    /// to be a score array only); with row 0, `prioritize` for a lone pod.
+    #[arg(long)]
+    prioritize: bool,
+    /// Filter every body of the row once before the calls (not collected), as kube-scheduler
+    /// filters a pod before it prioritizes it.
+    #[arg(long)]
+    filter_first: bool,
 }
 
 /// What a call goes through.
@@ -94,6 +106,16 @@ fn call(target: &Target<'_>, floor: bool, path: &str, body: &[u8]) -> Vec<u8> {
                 Err(never) => match never {},
             }
         }),
+    }
+}
+
+/// Filters `body` on the service, outside what callgrind collects.
+#[inline(never)]
+fn filter_before(services: &Services, floor: bool, body: &[u8]) {
+    if floor {
+        black_box(services.floor(FILTER, body));
+    } else {
+        black_box(services.kube_tas(FILTER, body));
     }
 }
 
@@ -147,6 +169,16 @@ fn main() -> ExitCode {
         } else {
             Target::Service(&fixture.services)
         };
+        if args.filter_first {
+            for (body, _) in &row.bodies {
+                filter_before(&fixture.services, args.floor, body);
+            }
+        }
+        let path = if args.prioritize {
+            PRIORITIZE
+        } else {
+            row.path
+        };
         let mut bytes = 0;
         let mut scratch = vec![0u8; args.evict_kib * 1024];
         let mut took = Vec::with_capacity(args.calls);
@@ -154,9 +186,12 @@ fn main() -> ExitCode {
             let (body, expect) = &row.bodies[i % row.bodies.len()];
             evict(&mut scratch, i);
             let started = std::time::Instant::now();
-            let answer = call(&target, args.floor, row.path, black_box(body));
+            let answer = call(&target, args.floor, path, black_box(body));
             took.push(started.elapsed());
-            if !args.floor {
+            if args.prioritize && path != row.path {
+                serde_json::from_slice::<Vec<HostPriority>>(&answer)
+                    .context("prioritize answers a score array")?;
+            } else if !args.floor {
                 expect.check(&answer)?;
             }
             bytes += answer.len();

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
@@ -374,6 +374,18 @@ fn binding(namespace: &str, name: &str, uid: &str, node: &str) -> Value {
 // ---------------------------------------------------------------------------------------------
 
 async fn post(router: &Router, path: &str, body: &Value) -> Value {
+    let (status, bytes) = post_status(router, path, body).await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "{path}: {}",
+        String::from_utf8_lossy(&bytes)
+    );
+    serde_json::from_slice(&bytes).expect("the extender answers JSON")
+}
+
+/// `POST path`: the status and the body, whatever the status.
+async fn post_status(router: &Router, path: &str, body: &Value) -> (StatusCode, Bytes) {
     let request = Request::builder()
         .method("POST")
         .uri(path)
@@ -382,14 +394,10 @@ async fn post(router: &Router, path: &str, body: &Value) -> Value {
         .unwrap();
     let response = router.clone().oneshot(request).await.unwrap();
     let status = response.status();
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    assert_eq!(
+    (
         status,
-        StatusCode::OK,
-        "{path}: {}",
-        String::from_utf8_lossy(&bytes)
-    );
-    serde_json::from_slice(&bytes).expect("the extender answers JSON")
+        response.into_body().collect().await.unwrap().to_bytes(),
+    )
 }
 
 fn keys(v: &Value) -> BTreeSet<String> {
@@ -1337,9 +1345,49 @@ async fn a_pod_asked_again_at_its_version_is_answered_from_its_seat_without_its_
     );
     assert!(extender.answers_from_seat(&uid, "90212"));
 
-    // A pod of no group is never answered from memory: every call reads it.
+    // A pod of no group is filtered anew at every call (its answer depends on all the
+    // capacity held at the time) ...
     let mut web = lone_pod("web", 1);
     web["metadata"]["resourceVersion"] = json!("5");
+    assert!(
+        !extender.prioritizes_from_memory("uid-web", "5"),
+        "not read yet"
+    );
     filter_cached(&router, &web, &candidates).await;
     assert!(!extender.answers_from_seat("uid-web", "5"));
+    let mut broken = web.clone();
+    broken["spec"]["containers"] = json!(5);
+    let v = post(
+        &router,
+        "/scheduler/filter",
+        &cached_args(&broken, &candidates),
+    )
+    .await;
+    let e = v["Error"].as_str().unwrap();
+    assert!(e.contains("Pod.spec.containers"), "{e}");
+    // ... while `prioritize`, which follows `filter` at the same version, is answered from
+    // what `filter` read, the spec left unread.
+    assert!(extender.prioritizes_from_memory("uid-web", "5"));
+    assert_eq!(
+        post(
+            &router,
+            "/scheduler/prioritize",
+            &cached_args(&broken, &candidates)
+        )
+        .await,
+        json!([])
+    );
+    broken["metadata"]["resourceVersion"] = json!("6");
+    assert!(!extender.prioritizes_from_memory("uid-web", "6"));
+    let (status, _) = post_status(
+        &router,
+        "/scheduler/prioritize",
+        &cached_args(&broken, &candidates),
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::BAD_REQUEST,
+        "another version is read, and refused"
+    );
 }

@@ -42,7 +42,7 @@ use tracing::Instrument;
 
 use super::wire::{
     CandidateRequest, ExtenderArgsRef, ExtenderBindingArgs, ExtenderBindingResult,
-    ExtenderFilterResult, RequestPod, go_format_safe, with_seat_oracle,
+    ExtenderFilterResult, PodOracle, RequestPod, go_format_safe, with_pod_oracle,
 };
 use super::{Extender, encode, scan};
 use crate::cluster::meta_view::MetaView;
@@ -104,7 +104,10 @@ async fn prioritize(State(extender): State<Arc<Extender>>, body: Bytes) -> Respo
 /// answer out (always an `ExtenderFilterResult`; a bad body is answered with its `Error`).
 /// What `kube-tas bench` and the benches time as the server's service time.
 pub fn filter_answer(extender: &Extender, body: &[u8]) -> Vec<u8> {
-    read_args(extender, body, |request| extender.filter_json(request)).unwrap_or_else(|message| {
+    read_args(body, extender.seat_oracle(), |request| {
+        extender.filter_json(request)
+    })
+    .unwrap_or_else(|message| {
         warn_bad_request("filter", &message);
         encode(&filter_error(&message))
     })
@@ -113,24 +116,26 @@ pub fn filter_answer(extender: &Extender, body: &[u8]) -> Vec<u8> {
 /// The service behind `POST /scheduler/prioritize`, without HTTP: the JSON `HostPriority`
 /// array, or why the body cannot be read (answered 400).
 pub fn prioritize_answer(extender: &Extender, body: &[u8]) -> Result<Vec<u8>, String> {
-    read_args(extender, body, |request| extender.prioritize_json(request))
-        .and_then(|answer| answer)
-        .inspect_err(|message| {
-            warn_bad_request("prioritize", message);
-        })
+    read_args(body, extender.prioritize_oracle(), |request| {
+        extender.prioritize_json(request)
+    })
+    .and_then(|answer| answer)
+    .inspect_err(|message| {
+        warn_bad_request("prioritize", message);
+    })
 }
 
 /// Reads an `ExtenderArgs` body and hands it to `serve`: scanned by hand when it is the
 /// usual shape (names borrowed, [`scan`]), else read by serde_json, which also says what is
-/// wrong with a bad body. The pod's spec is left unread when `extender` answers the pod from
-/// its seat ([`Extender::seat_oracle`]).
+/// wrong with a bad body. The pod's spec is left unread when `oracle` says the extender
+/// answers the pod from memory ([`Extender::seat_oracle`] for `filter`,
+/// [`Extender::prioritize_oracle`] for `prioritize`).
 fn read_args<T>(
-    extender: &Extender,
     body: &[u8],
+    oracle: PodOracle,
     serve: impl FnOnce(CandidateRequest<'_>) -> T,
 ) -> Result<T, String> {
-    let oracle = extender.seat_oracle();
-    let scanned = with_seat_oracle(oracle, || {
+    let scanned = with_pod_oracle(oracle, || {
         scan::scan::<RequestPod<'_>, Option<List<Node>>>(body)
     });
     if let Some(scanned) = scanned {

@@ -260,11 +260,26 @@ impl Extender {
         self.seat_oracle()(uid, resource_version)
     }
 
+    /// Whether `prioritize` for the pod `uid` at `resource_version` can be answered from what
+    /// the book read of it at that version (by `filter`, just before), without its spec.
+    pub fn prioritizes_from_memory(&self, uid: &str, resource_version: &str) -> bool {
+        self.prioritize_oracle()(uid, resource_version)
+    }
+
     /// [`Self::answers_from_seat`] as a function the request reader can keep.
-    pub fn seat_oracle(&self) -> wire::SeatOracle {
+    pub fn seat_oracle(&self) -> wire::PodOracle {
+        self.book_oracle(PlanBook::knows_seated)
+    }
+
+    /// [`Self::prioritizes_from_memory`] as a function the request reader can keep.
+    pub fn prioritize_oracle(&self) -> wire::PodOracle {
+        self.book_oracle(PlanBook::knows_read)
+    }
+
+    fn book_oracle(&self, knows: fn(&PlanBook, &str, &str) -> bool) -> wire::PodOracle {
         let (leadership, book) = (self.leadership.clone(), self.book.clone());
         Box::new(move |uid, version| {
-            leadership.is_leader() && lock_book(&book).knows_seated(uid, version)
+            leadership.is_leader() && knows(&lock_book(&book), uid, version)
         })
     }
 

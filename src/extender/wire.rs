@@ -128,8 +128,8 @@ impl SchedulingPod {
 
 /// The pod of a request: its metadata, and its spec read or still as sent.
 ///
-/// Read from JSON, `metadata` comes first (as the API server writes a Pod): when the seat
-/// oracle of [`with_seat_oracle`] says the plan book answers this pod at this
+/// Read from JSON, `metadata` comes first (as the API server writes a Pod): when the pod
+/// oracle of [`with_pod_oracle`] says the plan book answers this pod at this
 /// `resourceVersion` from memory, the spec is only checked to be JSON and kept as sent;
 /// otherwise it is read as [`SchedulingPod`] reads it, in the same single pass. Any other
 /// field is skipped. A key twice is refused, as the derived readers refuse it.
@@ -190,29 +190,29 @@ impl<'a> RequestPod<'a> {
 }
 
 /// Says whether the plan book answers the pod `uid` at `resourceVersion` from memory.
-pub type SeatOracle = Box<dyn Fn(&str, &str) -> bool>;
+pub type PodOracle = Box<dyn Fn(&str, &str) -> bool>;
 
 thread_local! {
-    /// The oracle the pods read on this thread consult, while [`with_seat_oracle`] runs.
-    static SEAT_ORACLE: std::cell::RefCell<Option<SeatOracle>> =
+    /// The oracle the pods read on this thread consult, while [`with_pod_oracle`] runs.
+    static POD_ORACLE: std::cell::RefCell<Option<PodOracle>> =
         const { std::cell::RefCell::new(None) };
 }
 
 /// Runs `read` (the reading of a request) with `oracle` deciding which pods' specs are left
 /// unread ([`RequestPod`]); without it every spec is read.
-pub fn with_seat_oracle<R>(oracle: SeatOracle, read: impl FnOnce() -> R) -> R {
+pub fn with_pod_oracle<R>(oracle: PodOracle, read: impl FnOnce() -> R) -> R {
     struct Reset;
     impl Drop for Reset {
         fn drop(&mut self) {
-            SEAT_ORACLE.with(|o| o.borrow_mut().take());
+            POD_ORACLE.with(|o| o.borrow_mut().take());
         }
     }
-    SEAT_ORACLE.with(|o| *o.borrow_mut() = Some(oracle));
+    POD_ORACLE.with(|o| *o.borrow_mut() = Some(oracle));
     let _reset = Reset;
     read()
 }
 
-fn answered_from_seat(metadata: &MetaView) -> bool {
+fn answered_from_memory(metadata: &MetaView) -> bool {
     let (Some(uid), Some(version)) = (
         metadata.uid.as_deref(),
         metadata.resource_version.as_deref(),
@@ -221,7 +221,7 @@ fn answered_from_seat(metadata: &MetaView) -> bool {
     };
     !uid.is_empty()
         && !version.is_empty()
-        && SEAT_ORACLE.with(|o| o.borrow().as_ref().is_some_and(|known| known(uid, version)))
+        && POD_ORACLE.with(|o| o.borrow().as_ref().is_some_and(|known| known(uid, version)))
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for RequestPod<'a> {
@@ -273,7 +273,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for RequestPod<'a> {
                             return Err(M::Error::duplicate_field("spec"));
                         }
                         Key::Spec => {
-                            let unread = metadata.as_ref().is_some_and(answered_from_seat);
+                            let unread = metadata.as_ref().is_some_and(answered_from_memory);
                             spec = Some(if unread {
                                 SpecText::AsSent(map.next_value::<Option<&'de RawValue>>()?)
                             } else {

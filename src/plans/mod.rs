@@ -378,7 +378,7 @@ struct SeenPod {
     bound_to: Option<String>,
     binding: bool,
     seen: Instant,
-    /// What the pod said at its last version read, while it has a seat or a node.
+    /// What the pod said at its last version read.
     read: Option<ReadVersion>,
 }
 
@@ -392,8 +392,9 @@ impl SeenPod {
 }
 
 /// What placement takes from a pod at one `resourceVersion` (the same version is the same
-/// object): asked again at that version, the book answers a pod with a seat or a node from
-/// this, without the pod's body ([`PlanBook::filter_known`]).
+/// object): asked again at that version, the book answers `filter` for a pod with a seat or a
+/// node ([`PlanBook::filter_known`]) and `prioritize` for any pod ([`PlanBook::favoured_known`])
+/// from this, without the pod's body.
 #[derive(Debug, Clone)]
 struct ReadVersion {
     resource_version: Box<str>,
@@ -575,6 +576,13 @@ impl PlanBook {
         })
     }
 
+    /// Whether [`Self::favoured_known`] can answer the pod `uid` at `resource_version`.
+    pub fn knows_read(&self, uid: &str, resource_version: &str) -> bool {
+        self.pods
+            .get(uid)
+            .is_some_and(|seen| seen.read_at(resource_version).is_some())
+    }
+
     /// The pod `uid` is bound, or holds a seat in the plan it was last seen under.
     fn seated_by_key(&self, uid: &str, seen: &SeenPod) -> bool {
         seen.bound_to.is_some()
@@ -585,8 +593,9 @@ impl PlanBook {
     }
 
     /// Keeps what `facts` (read at `version`, Kueue's by the pod itself when `by_pod`) say
-    /// for a pod that now has a seat or a node, so that it is answered without its body when
-    /// asked again at that version.
+    /// for a pod the book has seen, so that it is answered without its body when asked again
+    /// at that version (`prioritize` right after `filter`, or `filter` again for a pod with a
+    /// seat or a node).
     fn remember_version(&mut self, facts: &PodFacts, version: Option<&str>, by_pod: bool) {
         let Some(version) = version.filter(|v| !v.is_empty()) else {
             return;
@@ -598,7 +607,7 @@ impl PlanBook {
         let Some(seen) = self.pods.get(&facts.uid) else {
             return;
         };
-        if seen.read_at(version).is_some() || !self.seated_by_key(&facts.uid, seen) {
+        if seen.read_at(version).is_some() {
             return;
         }
         let read = ReadVersion {
@@ -848,8 +857,8 @@ impl PlanBook {
         self.favoured_for(&facts.uid, &facts.group, &facts.pod_set, candidates)
     }
 
-    /// [`Self::favoured`] for a pod the book has read at `resource_version`, without it;
-    /// `None` when the book has not.
+    /// [`Self::favoured`] for a pod the book has read at `resource_version` (seat or not),
+    /// without it; `None` when the book has not.
     pub fn favoured_known(
         &self,
         uid: &str,
@@ -999,6 +1008,15 @@ impl PlanBook {
         };
         seen.binding = false;
         seen.bound_to = Some(ticket.node.clone());
+        if !self
+            .plans
+            .get(&seen.key)
+            .is_some_and(|plan| plan.by_uid.contains_key(&ticket.uid))
+        {
+            // What a pod without a seat was read as serves its `prioritize`, which came
+            // before; bound pods stay in the book until they go, their reads need not.
+            seen.read = None;
+        }
         let key = seen.key.clone();
         let (pod_set, index) = (seen.pod_set.clone(), seen.index);
         let requests = seen.requests.clone();

@@ -149,3 +149,40 @@ fn an_expired_plan_is_not_answered_from_memory() {
     assert_eq!(from_memory, None);
     assert_eq!(b.stats().plans_active, 0, "the sweep expired the plan");
 }
+
+#[test]
+fn a_lone_pod_read_by_filter_is_prioritized_from_memory_and_filtered_anew() {
+    let mut b = book(2, &job_yaml("train", 4, 1, RACK));
+    let names = all_nodes(&b);
+    let names = candidates(&names);
+    // A plan holds capacity, so that the lone pod's filter has something to decide.
+    b.filter(
+        &at_version(job_pod("train", 0, 1), "3"),
+        &names,
+        Instant::now(),
+    );
+    let web = at_version(lone_pod("web", 1), "5");
+    assert!(!b.book.knows_read("uid-web", "5"), "not read yet");
+    assert_eq!(b.book.favoured_known("uid-web", "5", &names), None);
+    b.filter(&web, &names, Instant::now());
+    assert!(b.book.knows_read("uid-web", "5"));
+    assert!(!b.book.knows_read("uid-web", "6"), "another version");
+    assert_eq!(
+        b.book.favoured_known("uid-web", "5", &names),
+        Some(b.favoured(&web, &names))
+    );
+    // Its filter depends on all the capacity held at the time: never from memory.
+    assert!(!b.book.knows_seated("uid-web", "5"));
+    assert_eq!(known(&mut b, "uid-web", "5", &names), None);
+    // Bound, it stays in the book until it goes; what it was read as does not.
+    let passing = match b.filter(&web, &names, Instant::now()) {
+        FilterVerdict::Except { rejected } => {
+            let out: Vec<usize> = rejected.iter().map(|(i, _)| *i).collect();
+            (0..names.len()).find(|i| !out.contains(i)).unwrap()
+        }
+        other => panic!("a lone pod gets Except, got {other:?}"),
+    };
+    b.bind("default", "web", "uid-web", names[passing], Instant::now())
+        .unwrap();
+    assert!(!b.book.knows_read("uid-web", "5"));
+}
