@@ -567,9 +567,9 @@ impl PlanBook {
         verdict
     }
 
-    /// Whether [`Self::filter_known`] and [`Self::favoured_known`] can answer the pod `uid`
-    /// at `resource_version` (as far as the book alone says: the state may still send the
-    /// filter to the pod's full reading).
+    /// Whether [`Self::filter_known`] can answer the pod `uid` at `resource_version` (as far
+    /// as the book alone says: the state may still send the filter to the pod's full
+    /// reading). [`Self::knows_read`] says it for [`Self::favoured_known`].
     pub fn knows_seated(&self, uid: &str, resource_version: &str) -> bool {
         self.pods.get(uid).is_some_and(|seen| {
             seen.read_at(resource_version).is_some() && self.seated_by_key(uid, seen)
@@ -1008,13 +1008,14 @@ impl PlanBook {
         };
         seen.binding = false;
         seen.bound_to = Some(ticket.node.clone());
+        seen.seen = now;
         if !self
             .plans
             .get(&seen.key)
             .is_some_and(|plan| plan.by_uid.contains_key(&ticket.uid))
         {
-            // What a pod without a seat was read as serves its `prioritize`, which came
-            // before; bound pods stay in the book until they go, their reads need not.
+            // What a pod without a seat was read as served its `prioritize`, which came
+            // before the bind.
             seen.read = None;
         }
         let key = seen.key.clone();
@@ -1785,11 +1786,14 @@ impl PlanBook {
             );
         }
         // A pod waiting with a seat in a live plan (kube-scheduler may hold it in Permit while
-        // the rest of its gang arrives) must still be able to bind.
+        // the rest of its gang arrives) must still be able to bind. A bound pod is kept for a
+        // TTL after its bind (a retried bind is answered as done, a bind elsewhere refused),
+        // or while its plan lives; after that the API server holds its node (a second
+        // Binding is refused there) and the cluster state its usage, so the book lets it go:
+        // kept for ever, every pod bound in a leader's term would stay in memory.
         let plans = &self.plans;
         self.pods.retain(|uid, p| {
-            p.bound_to.is_some()
-                || p.binding
+            p.binding
                 || now.saturating_duration_since(p.seen) < ttl
                 || plans
                     .get(&p.key)

@@ -806,6 +806,25 @@ fn a_lone_pod_binds_anywhere_it_was_filtered() {
 }
 
 #[test]
+fn a_bound_pod_is_let_go_a_ttl_after_its_bind() {
+    let ttl = Duration::from_secs(60);
+    let mut b = book_with_ttl(1, "", ttl);
+    let t0 = Instant::now();
+    lone_rejected(&mut b, &lone_pod("web", 1), t0);
+    b.bind("default", "web", "uid-web", "web-1", t0).unwrap();
+    // Within the TTL a retried bind is answered as done, and the pod is still in the book.
+    b.bind("default", "web", "uid-web", "web-1", t0 + ttl / 2)
+        .unwrap();
+    assert_eq!(b.stats().pods_bound, 1);
+    lone_rejected(&mut b, &lone_pod("other", 1), t0 + ttl / 2);
+    assert!(b.book.pods.contains_key("uid-web"));
+    // A TTL after, the book lets it go; its usage stays in the cluster state.
+    lone_rejected(&mut b, &lone_pod("other", 1), t0 + ttl * 2);
+    assert!(!b.book.pods.contains_key("uid-web"));
+    assert_eq!(cpu_used(&b, "web-1"), 1000);
+}
+
+#[test]
 fn binding_to_a_node_kube_tas_does_not_know_is_refused() {
     let mut b = book(1, "");
     let t0 = Instant::now();
