@@ -78,6 +78,7 @@ fn bench(c: &mut Criterion) {
         let k = sample_size(nodes);
         let rows = fixture.rows(k).expect("the rows build");
         for row in rows.iter().filter(|r| r.path != MUTATE) {
+            fixture.services.prepare(row);
             let bytes = row.bodies.iter().map(|(b, _)| b.len()).sum::<usize>() / row.bodies.len();
             let times = match benchmarking {
                 false => 1,

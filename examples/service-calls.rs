@@ -15,7 +15,8 @@
 //! runtime without sockets; `--log LEVEL` installs `serve`'s log subscriber at that level
 //! first (`serve` runs at `info`). The rows are those of `kube-tas bench` for the cluster's
 //! default sample: 0 lone filter, 1 gang filter (seat sampled), 2 gang filter (seat not
-//! sampled), 3 prioritize, 4 filter with every name, 5 `/mutate`. Each kube-tas answer is
+//! sampled), 3 prioritize, 4 filter with every name, 5 `/mutate`, 6 prioritize for a lone pod
+//! (its filter made first, outside what is collected). Each kube-tas answer is
 //! checked. `--prioritize` sends the row's bodies to `prioritize` instead (row 0: a lone pod's
 //! `prioritize`), and `--filter-first` filters each body once before the calls, as
 //! kube-scheduler filters a pod before it prioritizes it.
@@ -174,6 +175,7 @@ fn main() -> ExitCode {
                 filter_before(&fixture.services, args.floor, body);
             }
         }
+        fixture.services.prepare(row);
         let path = if args.prioritize {
             PRIORITIZE
         } else {

@@ -138,7 +138,7 @@ impl Fixture {
         let gang = self.gang();
         let quoted = &self.quoted;
         let mut rows = Vec::new();
-        let lone = (0..pool_size(k))
+        let lone: Vec<(Bytes, Expect)> = (0..pool_size(k))
             .map(|i| {
                 let pod = requests::lone_pod(i);
                 (window_body(&pod, quoted, k, i, None), Expect::SomeNode)
@@ -147,7 +147,8 @@ impl Fixture {
         rows.push(RowBodies {
             call: format!("filter, lone pod, {k} names"),
             path: FILTER,
-            bodies: lone,
+            bodies: lone.clone(),
+            after: None,
         });
         let gang_rows: [GangRow; 3] = [
             (
@@ -184,6 +185,7 @@ impl Fixture {
                 call: format!("{call}, {k} names"),
                 path,
                 bodies,
+                after: None,
             });
         }
         if k < self.names.len() {
@@ -199,6 +201,7 @@ impl Fixture {
                 call: format!("filter, gang pod, all {} names", self.names.len()),
                 path: FILTER,
                 bodies,
+                after: None,
             });
         }
         let user = requests::creator(true);
@@ -216,6 +219,17 @@ impl Fixture {
             call: "/mutate, Job pod".to_string(),
             path: MUTATE,
             bodies: reviews,
+            after: None,
+        });
+        // Last, so that the rows before keep their places in `service-calls --row`.
+        rows.push(RowBodies {
+            call: format!("prioritize, lone pod, {k} names"),
+            path: PRIORITIZE,
+            bodies: lone
+                .into_iter()
+                .map(|(body, _)| (body, Expect::NothingFavoured))
+                .collect(),
+            after: Some(FILTER),
         });
         Ok(rows)
     }
@@ -261,6 +275,16 @@ impl Services {
         }
     }
 
+    /// Sends every body of `row` to kube-tas's route `row.after` once, if the row names one
+    /// (the servers share this extender, so that their answers see it too).
+    pub fn prepare(&self, row: &RowBodies) {
+        if let Some(path) = row.after {
+            for (body, _) in &row.bodies {
+                self.kube_tas(path, body);
+            }
+        }
+    }
+
     /// The floor's answer to `body` on `path` (empty when it cannot read the body).
     pub fn floor(&self, path: &str, body: &[u8]) -> Vec<u8> {
         match path {
@@ -283,6 +307,8 @@ pub enum Expect {
     SomeNode,
     /// Prioritize gives this node the top score.
     Favoured(String),
+    /// Prioritize answers scores and favours no node (a pod of no group).
+    NothingFavoured,
     /// An allowed review echoing this uid.
     Allowed(String),
 }
@@ -304,6 +330,9 @@ impl Expect {
             Expect::NoNode => value["Error"] == "" && passing().is_empty(),
             Expect::SomeNode => value["Error"] == "" && !passing().is_empty(),
             Expect::Favoured(node) => best_host(&value) == Some(node.as_str()),
+            Expect::NothingFavoured => value
+                .as_array()
+                .is_some_and(|scores| scores.iter().all(|h| h["Score"] == 0)),
             Expect::Allowed(uid) => {
                 value["response"]["allowed"] == true && value["response"]["uid"] == uid.as_str()
             }
@@ -341,6 +370,9 @@ pub struct RowBodies {
     pub path: &'static str,
     /// The bodies and what kube-tas must answer to each.
     pub bodies: Vec<(Bytes, Expect)>,
+    /// A route each body goes to once before the row is measured ([`Services::prepare`]), as
+    /// kube-scheduler filters a pod before it prioritizes it.
+    pub after: Option<&'static str>,
 }
 
 /// Bodies kept for a row whose requests carry `names` names.

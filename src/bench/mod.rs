@@ -324,6 +324,7 @@ async fn measure(
     let mut rows = Vec::new();
     for row in &rows_bodies {
         eprintln!("bench: {}", row.call);
+        fixture.services.prepare(row);
         rows.push(measure_row(config, servers, &fixture.services, &http, row).await?);
     }
     let concurrent = if config.mutate_concurrency > 0 {
