@@ -18,8 +18,7 @@
 //! sampled), 3 prioritize, 4 filter with every name, 5 `/mutate`, 6 prioritize for a lone pod
 //! (its filter made first, outside what is collected). Each kube-tas answer is
 //! checked. `--prioritize` sends the row's bodies to `prioritize` instead (row 0: a lone pod's
-//! `prioritize`), and `--filter-first` filters each body once before the calls, as
-//! kube-scheduler filters a pod before it prioritizes it.
+//! `prioritize` with no filter before it).
 //!
 //! Between two requests a server's caches are not warm: the kernel's network stack, hyper and
 //! (on one machine) the client run in between. `--evict-kib N` writes over N KiB before every
@@ -32,7 +31,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::Parser;
-use kube_tas::bench::fixture::{FILTER, Fixture, PRIORITIZE, Services};
+use kube_tas::bench::fixture::{Fixture, PRIORITIZE, Services};
 use kube_tas::bench::requests::sample_size;
 use kube_tas::extender::wire::HostPriority;
 use kube_tas::synthetic::SyntheticCluster;
@@ -72,10 +71,6 @@ struct Args {
     /// to be a score array only); with row 0, `prioritize` for a lone pod.
     #[arg(long)]
     prioritize: bool,
-    /// Filter every body of the row once before the calls (not collected), as kube-scheduler
-    /// filters a pod before it prioritizes it.
-    #[arg(long)]
-    filter_first: bool,
 }
 
 /// What a call goes through.
@@ -107,16 +102,6 @@ fn call(target: &Target<'_>, floor: bool, path: &str, body: &[u8]) -> Vec<u8> {
                 Err(never) => match never {},
             }
         }),
-    }
-}
-
-/// Filters `body` on the service, outside what callgrind collects.
-#[inline(never)]
-fn filter_before(services: &Services, floor: bool, body: &[u8]) {
-    if floor {
-        black_box(services.floor(FILTER, body));
-    } else {
-        black_box(services.kube_tas(FILTER, body));
     }
 }
 
@@ -170,11 +155,6 @@ fn main() -> ExitCode {
         } else {
             Target::Service(&fixture.services)
         };
-        if args.filter_first {
-            for (body, _) in &row.bodies {
-                filter_before(&fixture.services, args.floor, body);
-            }
-        }
         fixture.services.prepare(row);
         let path = if args.prioritize {
             PRIORITIZE

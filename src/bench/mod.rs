@@ -5,9 +5,9 @@
 //! * **Call shapes**, one keep-alive connection, one request at a time (kube-scheduler calls
 //!   the extender for one pod at a time): `filter` for a lone pod, for a gang pod whose seat is
 //!   in the sample and one whose seat is not, and with every node's name; `prioritize` for a
-//!   gang pod, and for a lone pod after its `filter`; `/mutate` for a Job's pod. Names per request default to kube-scheduler's own
-//!   sample (`percentageOfNodesToScore` adaptive: 500 of 5,000 nodes), a window that rotates
-//!   as its `nextStartNodeIndex` does.
+//!   gang pod, and for a lone pod after its `filter`; `/mutate` for a Job's pod. Names per
+//!   request default to kube-scheduler's own sample (`percentageOfNodesToScore` adaptive: 500
+//!   of 5,000 nodes), a window that rotates as its `nextStartNodeIndex` does.
 //! * **`--compare-floor`**: the same bodies, in the same run, against [`floor`] (a server
 //!   that only parses and answers), interleaved in chunks so that machine noise falls on
 //!   both; the ratio is printed per row.

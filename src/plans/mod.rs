@@ -1009,15 +1009,6 @@ impl PlanBook {
         seen.binding = false;
         seen.bound_to = Some(ticket.node.clone());
         seen.seen = now;
-        if !self
-            .plans
-            .get(&seen.key)
-            .is_some_and(|plan| plan.by_uid.contains_key(&ticket.uid))
-        {
-            // What a pod without a seat was read as served its `prioritize`, which came
-            // before the bind.
-            seen.read = None;
-        }
         let key = seen.key.clone();
         let (pod_set, index) = (seen.pod_set.clone(), seen.index);
         let requests = seen.requests.clone();
@@ -1048,6 +1039,10 @@ impl PlanBook {
             if plan.complete() {
                 self.plans.remove(&key);
             }
+        } else if let Some(seen) = self.pods.get_mut(&ticket.uid) {
+            // What a pod without a seat was read as served its `prioritize`, which came
+            // before the bind.
+            seen.read = None;
         }
         state.assume(
             &ticket.uid,
