@@ -356,8 +356,8 @@ async fn serve_refuses_a_config_it_cannot_run() {
     assert!(kube_tas::server::run(config).await.is_err());
 }
 
-/// Runs `kube-tas --log-format FORMAT serve --cluster examples` until it logs that it is
-/// ready, stops it with SIGTERM, and returns everything it wrote on stderr.
+/// Runs `kube-tas --log-format FORMAT serve --cluster examples` until it logs its "ready" line
+/// (not the admin line that names `/readyz`), stops it with SIGTERM, and returns everything it wrote on stderr.
 fn serve_logs(format: &str) -> String {
     use std::io::{BufRead, BufReader};
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kube-tas"))
@@ -373,7 +373,8 @@ fn serve_logs(format: &str) -> String {
     let mut reader = BufReader::new(child.stderr.take().unwrap());
     let mut logs = String::new();
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !logs.contains("ready") {
+    let is_ready = |line: &str| line.ends_with(" ready") || line.contains(r#""message":"ready""#);
+    while !logs.lines().any(is_ready) {
         assert!(Instant::now() < deadline, "never ready:\n{logs}");
         let mut line = String::new();
         if reader.read_line(&mut line).unwrap() == 0 {

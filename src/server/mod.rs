@@ -521,11 +521,12 @@ async fn run_files(config: ServeConfig) -> anyhow::Result<()> {
     for note in extender.state().read().left_out_notes() {
         tracing::warn!("{note}");
     }
+    let stop = shutdown::signal();
     let mut server = start(&config, extender).await?;
     server.readiness().mark_ready();
     tracing::info!("ready");
     tokio::select! {
-        () = shutdown::signal() => {}
+        () = stop => {}
         e = server.failed() => return Err(e),
     }
     server

@@ -9,32 +9,67 @@
 //! stays 200 throughout, so the pod is not restarted mid-drain. Delay plus grace must stay
 //! below the pod's `terminationGracePeriodSeconds` (30 s by default).
 
-/// Resolves on the first SIGTERM or SIGINT (Ctrl-C). If a handler cannot be installed, that
-/// signal is logged and ignored rather than treated as received.
-pub async fn signal() {
-    let ctrl_c = async {
-        if let Err(e) = tokio::signal::ctrl_c().await {
-            tracing::error!(error = %e, "cannot listen for SIGINT");
-            std::future::pending::<()>().await;
-        }
-    };
+/// Installs the SIGTERM and SIGINT (Ctrl-C) handlers now and returns a future that resolves on
+/// the first of them. Call it before the server is marked ready: a signal that arrives between
+/// "ready" and the first poll of a lazily installed handler would otherwise take the default
+/// action and kill the process without draining. If a handler cannot be installed, that signal
+/// is logged and ignored rather than treated as received. Must be called inside the runtime.
+pub fn signal() -> impl Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
-    let term = async {
+    {
         use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+        let listen = |kind: SignalKind, name: &'static str| {
+            let installed = signal(kind);
+            async move {
+                match installed {
+                    Ok(mut s) => {
+                        s.recv().await;
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot listen for {name}");
+                        std::future::pending::<()>().await;
+                    }
+                }
             }
+        };
+        let interrupt = listen(SignalKind::interrupt(), "SIGINT");
+        let term = listen(SignalKind::terminate(), "SIGTERM");
+        async move {
+            tokio::select! {
+                () = interrupt => tracing::info!("SIGINT received, shutting down"),
+                () = term => tracing::info!("SIGTERM received, shutting down"),
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    async {
+        match tokio::signal::ctrl_c().await {
+            Ok(()) => tracing::info!("Ctrl-C received, shutting down"),
             Err(e) => {
-                tracing::error!(error = %e, "cannot listen for SIGTERM");
+                tracing::error!(error = %e, "cannot listen for Ctrl-C");
                 std::future::pending::<()>().await;
             }
         }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => tracing::info!("SIGINT received, shutting down"),
-        () = term => tracing::info!("SIGTERM received, shutting down"),
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use std::time::Duration;
+
+    /// The handlers are in place when `signal` returns, before its future is first polled: a
+    /// SIGTERM sent in between is caught (a lazily installed handler would let it kill the
+    /// whole test process).
+    #[tokio::test]
+    async fn a_sigterm_sent_before_the_first_poll_is_caught() {
+        let stop = super::signal();
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &std::process::id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        tokio::time::timeout(Duration::from_secs(10), stop)
+            .await
+            .expect("the SIGTERM was not seen");
     }
 }
