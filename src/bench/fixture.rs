@@ -149,6 +149,7 @@ impl Fixture {
             path: FILTER,
             bodies: lone.clone(),
             after: None,
+            floor_path: FILTER,
         });
         let gang_rows: [GangRow; 3] = [
             (
@@ -186,6 +187,7 @@ impl Fixture {
                 path,
                 bodies,
                 after: None,
+                floor_path: path,
             });
         }
         if k < self.names.len() {
@@ -202,6 +204,7 @@ impl Fixture {
                 path: FILTER,
                 bodies,
                 after: None,
+                floor_path: FILTER,
             });
         }
         let user = requests::creator(true);
@@ -220,16 +223,26 @@ impl Fixture {
             path: MUTATE,
             bodies: reviews,
             after: None,
+            floor_path: MUTATE,
         });
         // Last, so that the rows before keep their places in `service-calls --row`.
         rows.push(RowBodies {
             call: format!("prioritize, lone pod, {k} names"),
             path: PRIORITIZE,
             bodies: lone
-                .into_iter()
-                .map(|(body, _)| (body, Expect::NothingFavoured))
+                .iter()
+                .map(|(body, _)| (body.clone(), Expect::NothingFavoured))
                 .collect(),
             after: Some(FILTER),
+            floor_path: PRIORITIZE,
+        });
+        // The first row again, against a floor whose answer is as long as kube-tas's must be.
+        rows.push(RowBodies {
+            call: format!("filter, lone pod, {k} names, floor passing every name"),
+            path: FILTER,
+            bodies: lone,
+            after: None,
+            floor_path: floor::FILTER_EVERY_NAME,
         });
         Ok(rows)
     }
@@ -289,6 +302,7 @@ impl Services {
     pub fn floor(&self, path: &str, body: &[u8]) -> Vec<u8> {
         match path {
             FILTER => floor::filter_answer(&self.floor_names, body),
+            floor::FILTER_EVERY_NAME => floor::filter_every_name_answer(&self.floor_names, body),
             PRIORITIZE => floor::prioritize_answer(&self.floor_names, body),
             _ => floor::mutate_answer(body),
         }
@@ -373,6 +387,8 @@ pub struct RowBodies {
     /// A route each body goes to once before the row is measured ([`Services::prepare`]), as
     /// kube-scheduler filters a pod before it prioritizes it.
     pub after: Option<&'static str>,
+    /// The floor's route the row is compared with: `path`, or [`floor::FILTER_EVERY_NAME`].
+    pub floor_path: &'static str,
 }
 
 /// Bodies kept for a row whose requests carry `names` names.

@@ -4,6 +4,9 @@
 //! * `filter` and `prioritize`: the Pod kept as unparsed raw JSON, the names borrowed from the
 //!   body and each looked up in a set of the cluster's node names; the answer passes (or
 //!   scores) the first 16 known names;
+//! * [`FILTER_EVERY_NAME`]: the same filter passing every known name, the answer a lone pod
+//!   must get when nothing is held (the scheduler drops each node the answer leaves out): what
+//!   the protocol alone costs for such an answer, to tell it from what kube-tas adds;
 //! * `/mutate`: the review read as untyped JSON (the object included), answered `allowed` with
 //!   a fixed one-operation JSON Patch and the request's `uid`.
 //!
@@ -24,6 +27,9 @@ use serde_json::value::RawValue;
 /// How many names the floor passes or scores.
 pub const ANSWERED_NAMES: usize = 16;
 
+/// The floor's filter that passes every known name (not a kube-tas route).
+pub const FILTER_EVERY_NAME: &str = "/scheduler/filter-every-name";
+
 #[derive(Deserialize)]
 struct Args<'a> {
     #[serde(rename = "Pod", borrow)]
@@ -37,18 +43,20 @@ pub fn router(node_names: impl IntoIterator<Item = String>) -> Router {
     let names: Arc<FloorNames> = Arc::new(node_names.into_iter().collect());
     Router::new()
         .route("/scheduler/filter", post(filter))
+        .route(FILTER_EVERY_NAME, post(filter_every_name))
         .route("/scheduler/prioritize", post(prioritize))
         .route("/mutate", post(mutate))
         .with_state(names)
 }
 
-fn known<'a>(names: &FloorNames, args: &Args<'a>) -> Vec<&'a str> {
+/// The first `limit` names of `args` that `names` knows.
+fn known<'a>(names: &FloorNames, args: &Args<'a>, limit: usize) -> Vec<&'a str> {
     args.node_names
         .iter()
         .flatten()
         .copied()
         .filter(|n| names.contains(*n))
-        .take(ANSWERED_NAMES)
+        .take(limit)
         .collect()
 }
 
@@ -57,8 +65,18 @@ pub type FloorNames = HashSet<String>;
 
 /// The floor's filter, without HTTP: `None` for a body it cannot read.
 pub fn filter_answer(names: &FloorNames, body: &[u8]) -> Option<Vec<u8>> {
+    filter_passing(names, body, ANSWERED_NAMES)
+}
+
+/// The floor's filter passing every known name, without HTTP: `None` for a body it cannot
+/// read.
+pub fn filter_every_name_answer(names: &FloorNames, body: &[u8]) -> Option<Vec<u8>> {
+    filter_passing(names, body, usize::MAX)
+}
+
+fn filter_passing(names: &FloorNames, body: &[u8], limit: usize) -> Option<Vec<u8>> {
     let args = serde_json::from_slice::<Args>(body).ok()?;
-    let pass = known(names, &args);
+    let pass = known(names, &args, limit);
     serde_json::to_vec(&serde_json::json!({
         "Nodes": null, "NodeNames": pass, "FailedNodes": {},
         "FailedAndUnresolvableNodes": {}, "Error": ""
@@ -69,7 +87,7 @@ pub fn filter_answer(names: &FloorNames, body: &[u8]) -> Option<Vec<u8>> {
 /// The floor's prioritize, without HTTP: `None` for a body it cannot read.
 pub fn prioritize_answer(names: &FloorNames, body: &[u8]) -> Option<Vec<u8>> {
     let args = serde_json::from_slice::<Args>(body).ok()?;
-    let hosts: Vec<serde_json::Value> = known(names, &args)
+    let hosts: Vec<serde_json::Value> = known(names, &args, ANSWERED_NAMES)
         .into_iter()
         .map(|h| serde_json::json!({"Host": h, "Score": 10}))
         .collect();
@@ -93,6 +111,10 @@ async fn filter(State(names): State<Arc<FloorNames>>, body: Bytes) -> Response {
     json(filter_answer(&names, &body))
 }
 
+async fn filter_every_name(State(names): State<Arc<FloorNames>>, body: Bytes) -> Response {
+    json(filter_every_name_answer(&names, &body))
+}
+
 async fn prioritize(State(names): State<Arc<FloorNames>>, body: Bytes) -> Response {
     json(prioritize_answer(&names, &body))
 }
@@ -105,5 +127,33 @@ fn json(answer: Option<Vec<u8>>) -> Response {
     match answer {
         Some(bytes) => ([(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
         None => StatusCode::BAD_REQUEST.into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn passing(answer: Option<Vec<u8>>) -> Vec<String> {
+        let answer: serde_json::Value = serde_json::from_slice(&answer.unwrap()).unwrap();
+        serde_json::from_value(answer["NodeNames"].clone()).unwrap()
+    }
+
+    /// The floor's filter passes the first 16 known names; its every-name filter passes each
+    /// known name, in the order sent, and neither passes a name it does not know.
+    #[test]
+    fn the_floor_passes_sixteen_names_or_every_known_name() {
+        let known: Vec<String> = (0..20).map(|i| format!("node-{i:02}")).collect();
+        let names: FloorNames = known.iter().cloned().collect();
+        let mut sent = known.clone();
+        sent.insert(3, "not-a-node".to_string());
+        let body = serde_json::to_vec(&serde_json::json!({"Pod": {}, "NodeNames": sent})).unwrap();
+
+        assert_eq!(
+            passing(filter_answer(&names, &body)),
+            known[..ANSWERED_NAMES]
+        );
+        assert_eq!(passing(filter_every_name_answer(&names, &body)), known);
+        assert_eq!(filter_every_name_answer(&names, b"{"), None);
     }
 }

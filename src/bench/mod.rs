@@ -10,7 +10,10 @@
 //!   of 5,000 nodes), a window that rotates as its `nextStartNodeIndex` does.
 //! * **`--compare-floor`**: the same bodies, in the same run, against [`floor`] (a server
 //!   that only parses and answers), interleaved in chunks so that machine noise falls on
-//!   both; the ratio is printed per row.
+//!   both; the ratio is printed per row. The lone pod's filter is measured a second time
+//!   against the floor's filter that passes every name ([`floor::FILTER_EVERY_NAME`]): a lone
+//!   pod's answer must list every passing node, the floor's lists 16, and the second row
+//!   tells what kube-tas adds from what the longer answer costs.
 //! * **Replay**: the scheduling cycle per pod (filter → prioritize when more than one node
 //!   passes → bind to the best score), for gangs of mixed sizes and lone pods; a pod nothing
 //!   passes for goes back to the queue. Reports each verb's latency and pods bound per second.
@@ -378,7 +381,11 @@ async fn measure_row(
             let Some(addr) = target else { continue };
             for j in sent..sent + chunk {
                 let (body, expect) = &row.bodies[j % row.bodies.len()];
-                let (took, answer) = post(http, addr, row.path, body.clone()).await?;
+                let path = match addr == servers.kube_tas {
+                    true => row.path,
+                    false => row.floor_path,
+                };
+                let (took, answer) = post(http, addr, path, body.clone()).await?;
                 if addr == servers.kube_tas {
                     expect
                         .check(&answer)
@@ -439,7 +446,7 @@ fn measure_service(
             for j in sent..sent + chunk {
                 let (body, _) = &row.bodies[j % row.bodies.len()];
                 let started = Instant::now();
-                let answer = services.floor(row.path, body);
+                let answer = services.floor(row.floor_path, body);
                 let took = started.elapsed();
                 if answer.is_empty() {
                     bail!("{}: the floor could not read request {j}", row.call);
@@ -703,41 +710,42 @@ fn columns(ours: &Summary, floor: Option<&Summary>, whole: bool) -> (String, Str
 /// The report as text: one line per row, ratios to the floor when measured.
 pub fn render(report: &Report) -> String {
     let mut out = String::new();
+    let width = report
+        .rows
+        .iter()
+        .map(|r| r.call.chars().count())
+        .fold(44, usize::max);
     let _ = writeln!(
         out,
         "kube-tas bench: {} nodes, {} names per extender request; round trip over loopback, \
          one request at a time; µs",
         report.nodes, report.names
     );
-    let _ = writeln!(
-        out,
-        "{:<44} {:>8} {:>7} {:>22} {:>16} {:>13}",
-        "call", "bytes", "answer", "kube-tas p50/p99/p99.9", "floor p50/p99", "ratio p50/p99"
-    );
+    let titles = ["kube-tas p50/p99/p99.9", "floor p50/p99", "ratio p50/p99"];
+    table_line(&mut out, width, ["call", "bytes", "answer"], titles);
     for row in &report.rows {
         let (ours, floor, ratio) = columns(&row.kube_tas, row.floor.as_ref(), true);
-        let _ = writeln!(
-            out,
-            "{:<44} {:>8} {:>7} {:>22} {:>16} {:>13}",
-            row.call, row.request_bytes, row.answer_bytes, ours, floor, ratio
+        let (bytes, answer) = (row.request_bytes.to_string(), row.answer_bytes.to_string());
+        table_line(
+            &mut out,
+            width,
+            [&row.call, &bytes, &answer],
+            [&ours, &floor, &ratio],
         );
     }
     let _ = writeln!(
         out,
         "service time in process (the route's work from body to encoded answer, no HTTP); µs"
     );
-    let _ = writeln!(
-        out,
-        "{:<44} {:>8} {:>7} {:>22} {:>16} {:>13}",
-        "call", "", "", "kube-tas p50/p99/p99.9", "floor p50/p99", "ratio p50/p99"
-    );
+    table_line(&mut out, width, ["call", "", ""], titles);
     for row in &report.rows {
         let (ours, floor, ratio) =
             columns(&row.kube_tas_service, row.floor_service.as_ref(), false);
-        let _ = writeln!(
-            out,
-            "{:<44} {:>8} {:>7} {:>22} {:>16} {:>13}",
-            row.call, "", "", ours, floor, ratio
+        table_line(
+            &mut out,
+            width,
+            [&row.call, "", ""],
+            [&ours, &floor, &ratio],
         );
     }
     if let Some(c) = &report.concurrent {
@@ -781,6 +789,15 @@ pub fn render(report: &Report) -> String {
         }
     }
     out
+}
+
+/// One line of a report table: the call padded to `width`, then the numbers' columns.
+fn table_line(out: &mut String, width: usize, [call, bytes, answer]: [&str; 3], times: [&str; 3]) {
+    let [ours, floor, ratio] = times;
+    let _ = writeln!(
+        out,
+        "{call:<width$} {bytes:>8} {answer:>7} {ours:>22} {floor:>16} {ratio:>13}"
+    );
 }
 
 #[cfg(test)]
