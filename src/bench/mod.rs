@@ -381,9 +381,10 @@ async fn measure_row(
             let Some(addr) = target else { continue };
             for j in sent..sent + chunk {
                 let (body, expect) = &row.bodies[j % row.bodies.len()];
-                let path = match addr == servers.kube_tas {
-                    true => row.path,
-                    false => row.floor_path,
+                let path = if addr == servers.kube_tas {
+                    row.path
+                } else {
+                    row.floor_path
                 };
                 let (took, answer) = post(http, addr, path, body.clone()).await?;
                 if addr == servers.kube_tas {
