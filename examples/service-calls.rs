@@ -17,8 +17,8 @@
 //! default sample: 0 lone filter, 1 gang filter (seat sampled), 2 gang filter (seat not
 //! sampled), 3 prioritize, 4 filter with every name, 5 `/mutate`, 6 prioritize for a lone pod
 //! (its filter made first, outside what is collected), 7 lone filter again, whose `--floor`
-//! passes every name. Each kube-tas answer is checked. `--prioritize` sends the row's bodies to `prioritize` instead (row 0: a lone pod's
-//! `prioritize` with no filter before it).
+//! passes every name. Each kube-tas answer is checked. `--prioritize` sends the row's bodies
+//! to `prioritize` instead (row 0: a lone pod's `prioritize` with no filter before it).
 //!
 //! Between two requests a server's caches are not warm: the kernel's network stack, hyper and
 //! (on one machine) the client run in between. `--evict-kib N` writes over N KiB before every

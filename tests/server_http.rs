@@ -357,9 +357,11 @@ async fn serve_refuses_a_config_it_cannot_run() {
 }
 
 /// Runs `kube-tas --log-format FORMAT serve --cluster examples` until it logs its "ready" line
-/// (not the admin line that names `/readyz`), stops it with SIGTERM, and returns everything it wrote on stderr.
+/// (not the admin line that names `/readyz`), stops it with SIGTERM, and returns everything it
+/// wrote on stderr.
 fn serve_logs(format: &str) -> String {
     use std::io::{BufRead, BufReader};
+    use std::sync::mpsc::RecvTimeoutError;
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kube-tas"))
         .args(["--log-format", format, "serve", "--cluster"])
         .arg(common::examples_dir())
@@ -370,26 +372,46 @@ fn serve_logs(format: &str) -> String {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let mut reader = BufReader::new(child.stderr.take().unwrap());
+    // Lines are read on a thread of their own, so that a server that never logs "ready" fails
+    // the test at the deadline instead of blocking it in a read.
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let (sender, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            if sender.send(line).is_err() {
+                break;
+            }
+        }
+    });
     let mut logs = String::new();
     let deadline = Instant::now() + Duration::from_secs(30);
-    let is_ready = |line: &str| line.ends_with(" ready") || line.contains(r#""message":"ready""#);
-    while !logs.lines().any(is_ready) {
-        assert!(Instant::now() < deadline, "never ready:\n{logs}");
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap() == 0 {
-            panic!("serve exited before it was ready:\n{logs}");
+    loop {
+        match lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(line) => {
+                logs.push_str(&line);
+                logs.push('\n');
+                if line.ends_with(" ready") || line.contains(r#""message":"ready""#) {
+                    break;
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                let _ = child.kill();
+                panic!("never ready:\n{logs}");
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                panic!("serve exited before it was ready:\n{logs}")
+            }
         }
-        logs.push_str(&line);
     }
     let killed = std::process::Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
         .unwrap();
     assert!(killed.success());
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut reader, &mut rest).unwrap();
-    logs.push_str(&rest);
+    for line in lines {
+        logs.push_str(&line);
+        logs.push('\n');
+    }
     assert!(child.wait().unwrap().success(), "{logs}");
     logs
 }

@@ -2,9 +2,9 @@
 //! the same runtime that reads the same bodies the cheapest correct way and decides nothing.
 //!
 //! * `filter` and `prioritize`: the Pod kept as unparsed raw JSON, the names borrowed from the
-//!   body and each looked up in a set of the cluster's node names (foldhash); the answer passes (or
-//!   scores) the first 16 known names (filter's answer written by hand, each name copied as
-//!   it came);
+//!   body and each looked up in a set of the cluster's node names (foldhash); the answer
+//!   passes (or scores) the first 16 known names (filter's answer written by hand, each name
+//!   copied as it came);
 //! * [`FILTER_EVERY_NAME`]: the same filter passing every known name, the answer a lone pod
 //!   must get when nothing is held (the scheduler drops each node the answer leaves out): what
 //!   the protocol alone costs for such an answer, to tell it from what kube-tas adds;

@@ -793,8 +793,12 @@ pub fn render(report: &Report) -> String {
 }
 
 /// One line of a report table: the call padded to `width`, then the numbers' columns.
-fn table_line(out: &mut String, width: usize, [call, bytes, answer]: [&str; 3], times: [&str; 3]) {
-    let [ours, floor, ratio] = times;
+fn table_line(
+    out: &mut String,
+    width: usize,
+    [call, bytes, answer]: [&str; 3],
+    [ours, floor, ratio]: [&str; 3],
+) {
     let _ = writeln!(
         out,
         "{call:<width$} {bytes:>8} {answer:>7} {ours:>22} {floor:>16} {ratio:>13}"

@@ -9,11 +9,12 @@
 //! stays 200 throughout, so the pod is not restarted mid-drain. Delay plus grace must stay
 //! below the pod's `terminationGracePeriodSeconds` (30 s by default).
 
-/// Installs the SIGTERM and SIGINT (Ctrl-C) handlers now and returns a future that resolves on
-/// the first of them. Call it before the server is marked ready: a signal that arrives between
-/// "ready" and the first poll of a lazily installed handler would otherwise take the default
-/// action and kill the process without draining. If a handler cannot be installed, that signal
-/// is logged and ignored rather than treated as received. Must be called inside the runtime.
+/// Installs the SIGTERM and SIGINT (Ctrl-C) handlers now (on unix; elsewhere Ctrl-C alone,
+/// installed on the first poll) and returns a future that resolves on the first of them.
+/// Call it before the server is marked ready: a signal that arrives between "ready" and the
+/// first poll of a lazily installed handler would otherwise take the default action and kill
+/// the process without draining. If a handler cannot be installed, that signal is logged and
+/// ignored rather than treated as received. Must be called inside the runtime.
 pub fn signal() -> impl Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
     {
