@@ -255,6 +255,11 @@ pub struct BenchArgs {
     /// Connections of the concurrent `/mutate` run; 0 skips it.
     #[arg(long, default_value_t = 8)]
     pub concurrency: usize,
+    /// Worker threads of the runtime kube-tas and the floor serve on; default: one per core,
+    /// as `serve` runs. With 1 on a 2-core machine the client has a core to itself, the
+    /// set-up of performance.md's floor figures.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub server_workers: Option<u16>,
 }
 
 /// Arguments of `certs`.
@@ -340,6 +345,7 @@ fn run_bench(args: &BenchArgs) -> ExitCode {
         compare_floor: args.compare_floor,
         replay_pods: args.replay_pods,
         mutate_concurrency: args.concurrency,
+        server_workers: args.server_workers.map(usize::from),
     };
     match crate::bench::run(&config) {
         Ok(report) => {

@@ -377,6 +377,7 @@ pub fn best_host(value: &Value) -> Option<&str> {
 type GangRow = (&'static str, &'static str, fn(&str) -> Expect, bool);
 
 /// The bodies of one row, cycled, and what each answer must be.
+#[derive(Clone)]
 pub struct RowBodies {
     /// What is sent, for people.
     pub call: String,

@@ -23,8 +23,9 @@
 //!   time" less hyper's), kube-tas's and the floor's interleaved.
 //!
 //! Every kube-tas answer is checked (a gang pod gets exactly its seat, a lone pod some node,
-//! a review `allowed` with its `uid`); a wrong answer stops the bench with an error, so the
-//! numbers are always for correct work. Progress goes to stderr, the report to stdout.
+//! a review `allowed` with its `uid`), after its chunk so that the client does the same
+//! between two requests to either server; a wrong answer stops the bench with an error, so
+//! the numbers are always for correct work. Progress goes to stderr, the report to stdout.
 //! Timings are round trip: from handing the request to the client until the whole answer is
 //! read; bodies are built before the clock starts.
 
@@ -81,6 +82,8 @@ pub struct BenchConfig {
     pub replay_pods: usize,
     /// Connections of the concurrent `/mutate` row (0: no such row).
     pub mutate_concurrency: usize,
+    /// Worker threads of the servers' runtime; `None`: one per core, as `serve`.
+    pub server_workers: Option<usize>,
 }
 
 impl Default for BenchConfig {
@@ -96,6 +99,7 @@ impl Default for BenchConfig {
             compare_floor: true,
             replay_pods: 2000,
             mutate_concurrency: 8,
+            server_workers: None,
         }
     }
 }
@@ -153,6 +157,8 @@ pub struct Report {
     pub nodes: usize,
     /// Names per extender request.
     pub names: usize,
+    /// Worker threads the servers ran on.
+    pub server_workers: usize,
     /// The call-shape rows.
     pub rows: Vec<Row>,
     /// The replay, if run.
@@ -183,7 +189,11 @@ pub fn run(config: &BenchConfig) -> anyhow::Result<Report> {
         ));
     }
     let fixture = Fixture::generate(&shape, &extra_jobs)?;
-    let servers = Servers::start(fixture.services.extender.clone(), fixture.names.clone())?;
+    let servers = Servers::start(
+        fixture.services.extender.clone(),
+        fixture.names.clone(),
+        config.server_workers,
+    )?;
     let client_rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -208,29 +218,39 @@ fn replay_job_sizes(count: usize) -> Vec<u32> {
     sizes
 }
 
-/// kube-tas and the floor, serving on one runtime of their own (two workers, as `serve`).
+/// kube-tas and the floor, serving on one runtime of their own (one worker per core, as
+/// `serve`, unless told how many).
 struct Servers {
     kube_tas: SocketAddr,
     floor: SocketAddr,
+    /// The runtime's worker threads.
+    workers: usize,
     stop: tokio::sync::oneshot::Sender<()>,
     thread: std::thread::JoinHandle<()>,
 }
 
 impl Servers {
-    fn start(extender: Extender, names: Vec<String>) -> anyhow::Result<Self> {
+    fn start(
+        extender: Extender,
+        names: Vec<String>,
+        workers: Option<usize>,
+    ) -> anyhow::Result<Self> {
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
-            let rt = match tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-            {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            if let Some(workers) = workers {
+                builder.worker_threads(workers);
+            }
+            // Named apart from the client's threads, for profiles.
+            let rt = match builder.thread_name("bench-servers").enable_all().build() {
                 Ok(rt) => rt,
                 Err(e) => {
                     let _ = ready_tx.send(Err(anyhow::Error::new(e)));
                     return;
                 }
             };
+            let workers = rt.metrics().num_workers();
             rt.block_on(async move {
                 let started = async {
                     let config = ServeConfig {
@@ -248,7 +268,7 @@ impl Servers {
                 };
                 match started.await {
                     Ok((server, floor_addr)) => {
-                        let _ = ready_tx.send(Ok((server.main_addr(), floor_addr)));
+                        let _ = ready_tx.send(Ok((server.main_addr(), floor_addr, workers)));
                         let _ = stop_rx.await;
                         drop(server);
                     }
@@ -258,12 +278,13 @@ impl Servers {
                 }
             });
         });
-        let (kube_tas, floor) = ready_rx
+        let (kube_tas, floor, workers) = ready_rx
             .recv()
             .context("the server thread stopped before it listened")??;
         Ok(Self {
             kube_tas,
             floor,
+            workers,
             stop,
             thread,
         })
@@ -353,6 +374,7 @@ async fn measure(
     Ok(Report {
         nodes: names.len(),
         names: k,
+        server_workers: servers.workers,
         rows,
         replay,
         concurrent,
@@ -372,6 +394,7 @@ async fn measure_row(
     let mut sent = 0;
     let mut bytes = 0usize;
     let mut answer_bytes = 0usize;
+    let mut answers: Vec<(usize, Bytes)> = Vec::with_capacity(CHUNK);
     while sent < total {
         let chunk = CHUNK.min(total - sent);
         for target in [
@@ -379,8 +402,12 @@ async fn measure_row(
             config.compare_floor.then_some(servers.floor),
         ] {
             let Some(addr) = target else { continue };
+            // kube-tas's answers are checked once the chunk is sent: checking one between two
+            // requests would give the client work (and the caches a scrub) that the floor's
+            // requests do not get.
+            answers.clear();
             for j in sent..sent + chunk {
-                let (body, expect) = &row.bodies[j % row.bodies.len()];
+                let (body, _) = &row.bodies[j % row.bodies.len()];
                 let path = if addr == servers.kube_tas {
                     row.path
                 } else {
@@ -388,9 +415,7 @@ async fn measure_row(
                 };
                 let (took, answer) = post(http, addr, path, body.clone()).await?;
                 if addr == servers.kube_tas {
-                    expect
-                        .check(&answer)
-                        .with_context(|| format!("{}: request {j}", row.call))?;
+                    answers.push((j, answer.clone()));
                 }
                 if j >= config.warmup {
                     if addr == servers.kube_tas {
@@ -401,6 +426,12 @@ async fn measure_row(
                         floor.push(took);
                     }
                 }
+            }
+            for (j, answer) in &answers {
+                let (_, expect) = &row.bodies[j % row.bodies.len()];
+                expect
+                    .check(answer)
+                    .with_context(|| format!("{}: request {j}", row.call))?;
             }
         }
         sent += chunk;
@@ -718,9 +749,9 @@ pub fn render(report: &Report) -> String {
         .fold(44, usize::max);
     let _ = writeln!(
         out,
-        "kube-tas bench: {} nodes, {} names per extender request; round trip over loopback, \
-         one request at a time; µs",
-        report.nodes, report.names
+        "kube-tas bench: {} nodes, {} names per extender request, servers on {} worker \
+         thread(s); round trip over loopback, one request at a time; µs",
+        report.nodes, report.names, report.server_workers
     );
     let titles = ["kube-tas p50/p99/p99.9", "floor p50/p99", "ratio p50/p99"];
     table_line(&mut out, width, ["call", "bytes", "answer"], titles);
@@ -815,5 +846,82 @@ mod tests {
         assert_eq!(sizes.iter().sum::<u32>(), 300);
         assert_eq!(&sizes[..3], &[8, 32, 128]);
         assert!(replay_job_sizes(0).is_empty());
+    }
+
+    /// A row's answers are checked after each chunk, not between requests: a wrong answer in
+    /// the warm-up or the last, short chunk still stops the row with the request named, and
+    /// the right expectations pass.
+    #[test]
+    fn a_wrong_answer_stops_the_row_though_checked_after_its_chunk() {
+        let config = BenchConfig {
+            blocks: 1,
+            racks: 2,
+            // A rack of 8 nodes of 32 CPUs holds the fixture's 256-pod gang.
+            hosts: 8,
+            samples: CHUNK + 3,
+            warmup: 2,
+            compare_floor: true,
+            replay_pods: 0,
+            mutate_concurrency: 0,
+            ..BenchConfig::default()
+        };
+        let shape = SyntheticCluster {
+            blocks: config.blocks,
+            racks_per_block: config.racks,
+            hosts_per_rack: config.hosts,
+            cpu_per_node: 32,
+            memory_gi: 256,
+            ..SyntheticCluster::default()
+        };
+        let fixture = Fixture::generate(&shape, "").unwrap();
+        let servers = Servers::start(
+            fixture.services.extender.clone(),
+            fixture.names.clone(),
+            Some(1),
+        )
+        .unwrap();
+        let client_rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let http = client(1);
+        let rows = fixture.rows(fixture.names.len()).unwrap();
+        let mutate = rows.iter().find(|r| r.path == "/mutate").unwrap();
+        let measured = client_rt.block_on(measure_row(
+            &config,
+            &servers,
+            &fixture.services,
+            &http,
+            mutate,
+        ));
+        let row = measured.unwrap();
+        assert_eq!(row.kube_tas.count, config.samples);
+
+        let total = config.warmup + config.samples;
+        for wrong in [0, total - 1] {
+            // One body per request, so that only request `wrong` expects another answer.
+            let mut bodies: Vec<_> = (0..total)
+                .map(|j| mutate.bodies[j % mutate.bodies.len()].clone())
+                .collect();
+            bodies[wrong].1 = Expect::Allowed("another-uid".to_string());
+            let row = RowBodies {
+                bodies,
+                ..mutate.clone()
+            };
+            let measured = client_rt.block_on(measure_row(
+                &config,
+                &servers,
+                &fixture.services,
+                &http,
+                &row,
+            ));
+            let error = format!("{:#}", measured.unwrap_err());
+            assert!(
+                error.contains(&format!("/mutate, Job pod: request {wrong}:"))
+                    && error.contains("which is not what the request needs"),
+                "{error}"
+            );
+        }
+        servers.stop();
     }
 }
