@@ -23,9 +23,9 @@
 //!   time" less hyper's), kube-tas's and the floor's interleaved.
 //!
 //! Every kube-tas answer is checked (a gang pod gets exactly its seat, a lone pod some node,
-//! a review `allowed` with its `uid`), after its chunk so that the client does the same
-//! between two requests to either server; a wrong answer stops the bench with an error, so
-//! the numbers are always for correct work. Progress goes to stderr, the report to stdout.
+//! a review `allowed` with its `uid`), after its chunk, when the floor's are parsed too, so
+//! that the client does the same for either server; a wrong answer stops the bench with an
+//! error, so the numbers are always for correct work. Progress goes to stderr, the report to stdout.
 //! Timings are round trip: from handing the request to the client until the whole answer is
 //! read; bodies are built before the clock starts.
 
@@ -402,9 +402,9 @@ async fn measure_row(
             config.compare_floor.then_some(servers.floor),
         ] {
             let Some(addr) = target else { continue };
-            // kube-tas's answers are checked once the chunk is sent: checking one between two
-            // requests would give the client work (and the caches a scrub) that the floor's
-            // requests do not get.
+            // A chunk's answers are read once it is sent, each server's alike (kube-tas's
+            // checked, the floor's parsed): reading one between two requests would give the
+            // client work (and the caches a scrub) before one server's requests only.
             answers.clear();
             for j in sent..sent + chunk {
                 let (body, _) = &row.bodies[j % row.bodies.len()];
@@ -414,9 +414,7 @@ async fn measure_row(
                     row.floor_path
                 };
                 let (took, answer) = post(http, addr, path, body.clone()).await?;
-                if addr == servers.kube_tas {
-                    answers.push((j, answer.clone()));
-                }
+                answers.push((j, answer.clone()));
                 if j >= config.warmup {
                     if addr == servers.kube_tas {
                         ours.push(took);
@@ -428,10 +426,19 @@ async fn measure_row(
                 }
             }
             for (j, answer) in &answers {
-                let (_, expect) = &row.bodies[j % row.bodies.len()];
-                expect
-                    .check(answer)
-                    .with_context(|| format!("{}: request {j}", row.call))?;
+                if addr == servers.kube_tas {
+                    let (_, expect) = &row.bodies[j % row.bodies.len()];
+                    expect
+                        .check(answer)
+                        .with_context(|| format!("{}: request {j}", row.call))?;
+                } else {
+                    serde_json::from_slice::<serde_json::Value>(answer).with_context(|| {
+                        format!(
+                            "{}: the floor's answer to request {j} is not JSON",
+                            row.call
+                        )
+                    })?;
+                }
             }
         }
         sent += chunk;
