@@ -25,7 +25,8 @@
 //! Every kube-tas answer is checked (a gang pod gets exactly its seat, a lone pod some node,
 //! a review `allowed` with its `uid`), after its chunk, when the floor's are parsed too, so
 //! that the client does the same for either server; a wrong answer stops the bench with an
-//! error, so the numbers are always for correct work. Progress goes to stderr, the report to stdout.
+//! error, so the numbers are always for correct work. Progress goes to stderr, the report to
+//! stdout.
 //! Timings are round trip: from handing the request to the client until the whole answer is
 //! read; bodies are built before the clock starts.
 
@@ -169,14 +170,7 @@ pub struct Report {
 
 /// Runs the bench (blocking: it owns its runtimes) and returns what it measured.
 pub fn run(config: &BenchConfig) -> anyhow::Result<Report> {
-    let shape = SyntheticCluster {
-        blocks: config.blocks,
-        racks_per_block: config.racks,
-        hosts_per_rack: config.hosts,
-        cpu_per_node: 32,
-        memory_gi: 256,
-        ..SyntheticCluster::default()
-    };
+    let shape = cluster_shape(config);
     let mut extra_jobs = String::new();
     for (i, size) in replay_job_sizes(config.replay_pods).iter().enumerate() {
         let name = format!("replay-{i}");
@@ -200,6 +194,18 @@ pub fn run(config: &BenchConfig) -> anyhow::Result<Report> {
     let result = client_rt.block_on(measure(config, &servers, &fixture));
     servers.stop();
     result
+}
+
+/// The generated cluster `config` asks for: nodes of 32 CPUs and 256 GiB.
+fn cluster_shape(config: &BenchConfig) -> SyntheticCluster {
+    SyntheticCluster {
+        blocks: config.blocks,
+        racks_per_block: config.racks,
+        hosts_per_rack: config.hosts,
+        cpu_per_node: 32,
+        memory_gi: 256,
+        ..SyntheticCluster::default()
+    }
 }
 
 /// `count` replay pods as gangs of [`REPLAY_GANGS`] sizes; a quarter of `count` is left to
@@ -414,7 +420,6 @@ async fn measure_row(
                     row.floor_path
                 };
                 let (took, answer) = post(http, addr, path, body.clone()).await?;
-                answers.push((j, answer.clone()));
                 if j >= config.warmup {
                     if addr == servers.kube_tas {
                         ours.push(took);
@@ -424,6 +429,7 @@ async fn measure_row(
                         floor.push(took);
                     }
                 }
+                answers.push((j, answer));
             }
             for (j, answer) in &answers {
                 if addr == servers.kube_tas {
@@ -872,15 +878,7 @@ mod tests {
             mutate_concurrency: 0,
             ..BenchConfig::default()
         };
-        let shape = SyntheticCluster {
-            blocks: config.blocks,
-            racks_per_block: config.racks,
-            hosts_per_rack: config.hosts,
-            cpu_per_node: 32,
-            memory_gi: 256,
-            ..SyntheticCluster::default()
-        };
-        let fixture = Fixture::generate(&shape, "").unwrap();
+        let fixture = Fixture::generate(&cluster_shape(&config), "").unwrap();
         let servers = Servers::start(
             fixture.services.extender.clone(),
             fixture.names.clone(),
