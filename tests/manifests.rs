@@ -1655,3 +1655,44 @@ fn the_dockerfile_builds_the_image_the_deployment_runs() {
         assert!(ignored.contains(&must), ".dockerignore lacks {must}");
     }
 }
+
+/// The allocator's purge delay that keeps the steady RSS within G8 (BENCHMARKS.md): the image
+/// sets it, the Deployment states the same value for images built otherwise, and `live-load`
+/// measures with it by default.
+#[test]
+fn the_image_and_the_deployment_set_the_same_allocator_purge_delay() {
+    const VAR: &str = "MIMALLOC_PURGE_DELAY";
+    let dockerfile = std::fs::read_to_string(repo().join("Dockerfile")).expect("the Dockerfile");
+    let in_image: Vec<&str> = dockerfile
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("ENV "))
+        .filter_map(|kv| kv.trim().strip_prefix(VAR)?.strip_prefix('='))
+        .collect();
+    assert_eq!(in_image.len(), 1, "one `ENV {VAR}=...` in the Dockerfile");
+    let d = deployment(&render(ROOT));
+    let env = container(&d).env.clone().unwrap_or_default();
+    let in_deployment: Vec<_> = env.iter().filter(|e| e.name == VAR).collect();
+    assert_eq!(in_deployment.len(), 1, "one {VAR} in the Deployment's env");
+    let value = in_deployment[0].value.as_deref().expect("a literal value");
+    assert_eq!(value, in_image[0], "the Deployment and the image disagree");
+    let live_load =
+        std::fs::read_to_string(repo().join("examples/live-load.rs")).expect("live-load");
+    let flag = live_load
+        .split("purge_delay_ms: u32")
+        .next()
+        .and_then(|before| before.rsplit("default_value_t = ").next())
+        .and_then(|after| after.split(')').next());
+    assert_eq!(
+        flag,
+        Some(value),
+        "live-load's --purge-delay-ms default measures what ships"
+    );
+    let ms: u32 = value
+        .parse()
+        .unwrap_or_else(|e| panic!("{VAR}={value}: {e}"));
+    assert!(
+        (1..1000).contains(&ms),
+        "{VAR}={ms}: below mimalloc's default of 1,000 ms (else it changes nothing), above 0 \
+         (0 slows the initial lists by a page fault per reused page)"
+    );
+}
