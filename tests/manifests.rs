@@ -1598,16 +1598,29 @@ fn the_workload_api_crds_refuse_what_upstream_refuses() {
 
 // The image ------------------------------------------------------------------------------------
 
-#[test]
-fn the_dockerfile_builds_the_image_the_deployment_runs() {
-    let text = std::fs::read_to_string(repo().join("Dockerfile")).expect("a Dockerfile");
-    let lines: Vec<&str> = text
+fn dockerfile() -> String {
+    std::fs::read_to_string(repo().join("Dockerfile")).expect("a Dockerfile")
+}
+
+/// The instructions of the Dockerfile's last stage (the image that runs), from its `FROM` on,
+/// trimmed, without blank lines and comments.
+fn runtime_stage(dockerfile: &str) -> Vec<&str> {
+    let lines: Vec<&str> = dockerfile
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .collect();
-    let last_from = lines.iter().rposition(|l| l.starts_with("FROM ")).unwrap();
-    let runtime = &lines[last_from..];
+    let last_from = lines
+        .iter()
+        .rposition(|l| l.starts_with("FROM "))
+        .expect("a FROM");
+    lines[last_from..].to_vec()
+}
+
+#[test]
+fn the_dockerfile_builds_the_image_the_deployment_runs() {
+    let text = dockerfile();
+    let runtime = runtime_stage(&text);
     assert!(
         runtime[0].contains("distroless") && runtime[0].ends_with(":nonroot"),
         "{}",
@@ -1660,15 +1673,19 @@ fn the_dockerfile_builds_the_image_the_deployment_runs() {
 /// sets it, the Deployment states the same value for images built otherwise, and `live-load`
 /// measures with it by default.
 #[test]
-fn the_image_and_the_deployment_set_the_same_allocator_purge_delay() {
+fn the_image_the_deployment_and_live_load_set_the_same_allocator_purge_delay() {
     const VAR: &str = "MIMALLOC_PURGE_DELAY";
-    let dockerfile = std::fs::read_to_string(repo().join("Dockerfile")).expect("the Dockerfile");
-    let in_image: Vec<&str> = dockerfile
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("ENV "))
+    let text = dockerfile();
+    let in_image: Vec<&str> = runtime_stage(&text)
+        .into_iter()
+        .filter_map(|l| l.strip_prefix("ENV "))
         .filter_map(|kv| kv.trim().strip_prefix(VAR)?.strip_prefix('='))
         .collect();
-    assert_eq!(in_image.len(), 1, "one `ENV {VAR}=...` in the Dockerfile");
+    assert_eq!(
+        in_image.len(),
+        1,
+        "one `ENV {VAR}=...` in the Dockerfile's runtime stage"
+    );
     let d = deployment(&render(ROOT));
     let env = container(&d).env.clone().unwrap_or_default();
     let in_deployment: Vec<_> = env.iter().filter(|e| e.name == VAR).collect();
@@ -1678,10 +1695,9 @@ fn the_image_and_the_deployment_set_the_same_allocator_purge_delay() {
     let live_load =
         std::fs::read_to_string(repo().join("examples/live-load.rs")).expect("live-load");
     let flag = live_load
-        .split("purge_delay_ms: u32")
-        .next()
-        .and_then(|before| before.rsplit("default_value_t = ").next())
-        .and_then(|after| after.split(')').next());
+        .split_once("purge_delay_ms: u32")
+        .and_then(|(before, _)| before.rsplit_once("default_value_t = "))
+        .and_then(|(_, after)| after.split(')').next());
     assert_eq!(
         flag,
         Some(value),
