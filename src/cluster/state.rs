@@ -43,6 +43,7 @@ use super::workloads::{count_pod_of_role, finish_group_pod_sets};
 use super::{BoundPod, Cluster, LostPod, PendingGroupPod, PendingPodSet, Workload};
 use crate::topology::capacity::FreeCapacity;
 use crate::topology::labels::LabelTexts;
+use crate::topology::node_facts::NodeFacts;
 use crate::topology::resources::{PODS, add_pod_amounts};
 use crate::topology::tree::TopologyTree;
 use crate::topology::{NodeInfo, ResourceList};
@@ -189,6 +190,9 @@ pub struct ClusterState {
     scheduling_pending_by_group: HashMap<GroupKey, BTreeSet<String>>,
     kueue: KueueObjects,
     trees: Mutex<HashMap<String, Arc<FlavorTopology>>>,
+    /// Per flavor, what its last tree build read of each node, so that a rebuild reads only
+    /// the nodes that changed. Locked only while `trees` is (lock order: `trees` first).
+    tree_facts: Mutex<HashMap<String, NodeFacts>>,
     topology_generation: u64,
     capacity_generation: u64,
     /// Moves whenever a Workload-API group or a pending pod naming one changes.
@@ -1042,16 +1046,22 @@ impl ClusterState {
             .map(|l| l.node_label.clone())
             .collect();
         let started = Instant::now();
-        let tree = TopologyTree::build(
-            &topology_name,
-            &levels,
-            &rf.spec.node_labels,
-            self.nodes.iter().flatten().cloned(),
-        );
-        let member_ids = self.member_ids(&tree);
+        let mut kept = self.tree_facts.lock().unwrap_or_else(|p| p.into_inner());
+        // Facts of flavors that are gone go with them.
+        kept.retain(|flavor, _| self.kueue.resource_flavors.contains_key(flavor));
+        let facts = kept
+            .entry(name.to_string())
+            .or_insert_with(|| NodeFacts::new(&levels, &rf.spec.node_labels));
+        if !facts.is_for(&levels, &rf.spec.node_labels) {
+            *facts = NodeFacts::new(&levels, &rf.spec.node_labels);
+        }
+        let tree = TopologyTree::build_from(&topology_name, facts, &self.nodes);
+        // Slots are node ids.
+        let member_ids = tree.positions.iter().map(|&p| p as NodeId).collect();
         tracing::debug!(
             flavor = name,
             leaves = tree.leaves().len(),
+            nodes_read = facts.last_read(),
             build_ms = started.elapsed().as_secs_f64() * 1e3,
             "topology tree built"
         );
@@ -1062,6 +1072,13 @@ impl ClusterState {
             member_ids,
             generation: self.topology_generation,
         })
+    }
+
+    /// How many nodes the last build of a flavor's tree read (the others' facts were kept
+    /// from the build before); `None` before its first build.
+    pub fn nodes_read_by_last_build(&self, flavor: &str) -> Option<usize> {
+        let kept = self.tree_facts.lock().unwrap_or_else(|p| p.into_inner());
+        kept.get(flavor).map(NodeFacts::last_read)
     }
 
     /// The node id of each member of a tree built from the live nodes in id order

@@ -4,7 +4,9 @@
 //! their own scratch state); domains are stored densely and every level's list is sorted by
 //! the full label path, which is also Kueue's tie-breaker order; in hostname-lowest mode a leaf
 //! is one hostname (nodes sharing it pool their allocatable, the first node gives the path),
-//! otherwise a leaf pools every node with the same full label path.
+//! otherwise a leaf pools every node with the same full label path. A build reads the nodes
+//! through their [`NodeFacts`] (level values ranked as integers, resources as numbered key
+//! sets), which a caller may keep between builds so that a rebuild reads only what changed.
 
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
@@ -13,8 +15,8 @@ use std::sync::Arc;
 
 use hashbrown::HashTable;
 
-use super::ResourceList;
 use super::node::NodeInfo;
+use super::node_facts::{Facts, NodeFacts, Verdict};
 use crate::keys::HOSTNAME_LABEL;
 
 /// A hash map with a fast hasher (foldhash): the tree's maps are keyed by names and label
@@ -63,8 +65,9 @@ pub struct TopologyTree {
     /// Member nodes (ready, schedulable, matching the flavor, carrying every level label),
     /// shared with whoever holds the nodes (no copy per tree).
     pub nodes: Vec<Arc<NodeInfo>>,
-    /// Each member's position among the nodes the tree was built from, so that whoever gave
-    /// them maps members back to its own ids without a lookup by name.
+    /// Each member's position among the nodes the tree was built from (its slot, for
+    /// [`TopologyTree::build_from`]), so that whoever gave them maps members back to its own
+    /// ids without a lookup by name.
     pub positions: Vec<usize>,
     /// Per domain, row-major over [`TopologyTree::resources`]: a leaf's summed allocatable
     /// (zero above the leaves). The same layout as a `FreeCapacity`: `FreeCapacity::empty`
@@ -194,212 +197,135 @@ fn rank_bits(paths: &[u32], depth: usize, lvl: usize) -> u32 {
     u32::BITS - top.leading_zeros()
 }
 
-/// Why `node` cannot be a member of any tree, if it cannot (its labels aside).
-fn left_out_because(node: &NodeInfo) -> Option<LeftOutReason> {
-    if node.ready_condition_missing {
-        return Some(LeftOutReason::NoReadyCondition);
-    }
-    if !node.ready {
-        return Some(LeftOutReason::NotReady);
-    }
-    if node.unschedulable {
-        return Some(LeftOutReason::Unschedulable);
-    }
-    None
-}
-
-/// The first of `levels` that `node` has no label for.
-fn missing_level(node: &NodeInfo, levels: &[String]) -> Option<LeftOutReason> {
-    levels
-        .iter()
-        .find(|l| !node.labels.contains_key(l))
-        .map(|l| LeftOutReason::MissingLabel(l.clone()))
-}
-
 impl TopologyTree {
     /// Builds the tree from the nodes that belong to the flavor: Ready, schedulable, carrying
-    /// every `flavor_node_labels` entry and every level label.
+    /// every `flavor_node_labels` entry and every level label. [`TopologyTree::positions`]
+    /// are positions among `nodes`.
     pub fn build(
         topology_name: &str,
         levels: &[String],
         flavor_node_labels: &BTreeMap<String, String>,
         nodes: impl IntoIterator<Item = Arc<NodeInfo>>,
     ) -> Self {
+        let slots: Vec<Option<Arc<NodeInfo>>> = nodes.into_iter().map(Some).collect();
+        let mut facts = NodeFacts::new(levels, flavor_node_labels);
+        Self::build_from(topology_name, &mut facts, &slots)
+    }
+
+    /// [`TopologyTree::build`] from node slots (`None` for an empty one), reading again only
+    /// the nodes that changed since `facts` last saw them: the same tree as a build from
+    /// scratch. [`TopologyTree::positions`] are slot indexes.
+    pub fn build_from(
+        topology_name: &str,
+        facts: &mut NodeFacts,
+        slots: &[Option<Arc<NodeInfo>>],
+    ) -> Self {
+        facts.refresh(slots);
+        let levels = facts.levels().to_vec();
+        let depth = levels.len();
         let hostname_lowest = levels.last().is_some_and(|l| l == HOSTNAME_LABEL);
         let mut left_out = LeftOut::default();
         let mut positions: Vec<usize> = Vec::new();
-        let mut members: Vec<Arc<NodeInfo>> = nodes
-            .into_iter()
-            .enumerate()
-            .filter(|(_, n)| {
-                flavor_node_labels
-                    .iter()
-                    .all(|(k, v)| n.labels.get(k) == Some(v.as_str()))
-            })
-            .filter_map(|(i, n)| match left_out_because(&n) {
-                Some(reason) => {
-                    left_out.add(reason, &n.name);
-                    None
-                }
-                None => {
-                    positions.push(i);
-                    Some(n)
-                }
-            })
-            .collect();
-        let depth = levels.len();
-        // Every member's label value at every level, looked up once (each lookup reaches into
-        // the node's own label map, the slow part of a build). A node without one of the level
-        // labels (rare) is left out and the values read again.
-        let values: Vec<&str> = loop {
-            let mut values = Vec::with_capacity(members.len() * depth);
-            let complete = members.iter().all(|n| {
-                levels.iter().all(|l| match n.labels.get(l) {
-                    Some(v) => {
-                        values.push(v);
-                        true
+        for (slot, f) in facts.facts().iter().enumerate() {
+            let Some(f) = f else { continue };
+            match &f.verdict {
+                Verdict::OtherFlavor => {}
+                Verdict::LeftOut(reason) => left_out.add(reason.clone(), &f.node.name),
+                Verdict::Member { no_allocatable } => {
+                    if *no_allocatable {
+                        left_out.add(LeftOutReason::NoAllocatable, &f.node.name);
                     }
-                    None => false,
-                })
-            });
-            if complete {
-                break values;
+                    positions.push(slot);
+                }
             }
-            drop(values);
-            (positions, members) = positions
-                .into_iter()
-                .zip(members)
-                .filter(|(_, n)| match missing_level(n, levels) {
-                    Some(reason) => {
-                        left_out.add(reason, &n.name);
-                        false
-                    }
-                    None => true,
-                })
-                .unzip();
-        };
-        // Nodes of a pool list the same resources: each member's key set is numbered, a set
-        // equal to the member before's taking its number (its names compared, not hashed).
-        let mut resource_set: FastMap<&str, ()> = FastMap::default();
-        let mut key_sets: Vec<&ResourceList> = Vec::new();
-        let mut key_set_of: Vec<u32> = Vec::with_capacity(members.len());
-        for n in &members {
-            if n.allocatable.values().all(|&v| v <= 0) {
-                left_out.add(LeftOutReason::NoAllocatable, &n.name);
-            }
-            let same = key_sets
-                .last()
-                .is_some_and(|p| p.keys().eq(n.allocatable.keys()));
-            if !same {
-                resource_set.extend(n.allocatable.keys().map(|k| (k.as_str(), ())));
-                key_sets.push(&n.allocatable);
-            }
-            key_set_of.push(key_sets.len() as u32 - 1);
         }
-        let mut resources: Vec<String> = resource_set.into_keys().map(str::to_string).collect();
+        // Label paths as rank tuples: each level's values are ranked in text order by the
+        // facts (kept between builds), so paths compare as integers, never as strings.
+        let mut paths: Vec<u32> = vec![0; positions.len() * depth];
+        for lvl in 0..depth {
+            let ranks = facts.ranks(lvl);
+            for (m, &slot) in positions.iter().enumerate() {
+                paths[m * depth + lvl] = ranks[facts.values_of(slot)[lvl] as usize];
+            }
+        }
+        let member_facts = |m: usize| -> &Facts {
+            facts.facts()[positions[m]]
+                .as_ref()
+                .expect("a member's slot has facts")
+        };
+        let members: Vec<Arc<NodeInfo>> = (0..positions.len())
+            .map(|m| Arc::clone(&member_facts(m).node))
+            .collect();
+        // Every member's resource key set, numbered among the members' sets; the resource
+        // axis is their names' union, sorted.
+        let mut set_of_id: FastMap<u32, usize> = FastMap::default();
+        let mut key_set_of: Vec<u32> = Vec::with_capacity(members.len());
+        let mut used_sets: Vec<u32> = Vec::new();
+        let mut before: Option<(u32, usize)> = None;
+        for m in 0..members.len() {
+            let id = member_facts(m).key_set;
+            let local = match before {
+                Some((b, local)) if b == id => local,
+                _ => *set_of_id.entry(id).or_insert_with(|| {
+                    used_sets.push(id);
+                    used_sets.len() - 1
+                }),
+            };
+            before = Some((id, local));
+            key_set_of.push(local as u32);
+        }
+        let mut resources: Vec<String> = used_sets
+            .iter()
+            .flat_map(|&id| facts.key_set(id).iter().cloned())
+            .collect();
         resources.sort_unstable();
+        resources.dedup();
         let resource_ids: FastMap<String, usize> = resources
             .iter()
             .enumerate()
             .map(|(i, r)| (r.clone(), i))
             .collect();
         // Each key set's names as dense resource ids, in the set's (name) order.
-        let key_set_ids: Vec<Vec<usize>> = key_sets
+        let key_set_ids: Vec<Vec<usize>> = used_sets
             .iter()
-            .map(|set| set.keys().map(|k| resource_ids[k]).collect())
+            .map(|&id| facts.key_set(id).iter().map(|k| resource_ids[k]).collect())
             .collect();
 
-        let value = |m: usize, lvl: usize| values[m * depth + lvl];
-        // Label paths as rank tuples: a value's rank stands for it, so paths compare as ranks
-        // (the same order as comparing the strings) without touching the strings again. The
-        // levels above the lowest have few distinct values: ranked by sorting those. The
-        // lowest level (a value per node, usually) is ranked within each parent path only,
-        // which orders paths the same way for a fraction of the string comparisons.
-        let mut paths: Vec<u32> = vec![0; members.len() * depth];
-        for lvl in 0..depth.saturating_sub(1) {
-            // Members come grouped (the nodes of a rack one after another, usually): a value
-            // equal to the member before's takes its id without hashing.
-            let mut ids: FastMap<&str, u32> = FastMap::default();
-            let mut before: Option<(&str, u32)> = None;
-            for m in 0..members.len() {
-                let v = value(m, lvl);
-                let id = match before {
-                    Some((b, id)) if b == v => id,
-                    _ => {
-                        let next = ids.len() as u32;
-                        *ids.entry(v).or_insert(next)
-                    }
-                };
-                before = Some((v, id));
-                paths[m * depth + lvl] = id;
-            }
-            let mut distinct: Vec<(&str, u32)> = ids.into_iter().collect();
-            distinct.sort_unstable();
-            let mut rank_of_id = vec![0u32; distinct.len()];
-            for (rank, (_, id)) in distinct.iter().enumerate() {
-                rank_of_id[*id as usize] = rank as u32;
-            }
-            for m in 0..members.len() {
-                let slot = &mut paths[m * depth + lvl];
-                *slot = rank_of_id[*slot as usize];
-            }
-        }
-        // Every member, sorted by its full path.
-        let mut by_path: Vec<usize> = Vec::new();
-        if depth > 0 {
-            let low = depth - 1;
-            // The upper ranks packed into one integer (field widths from each level's count),
-            // so the sort compares one number before the lowest value; paths too wide for
-            // 128 bits compare rank by rank.
-            let widths: Vec<u32> = (0..low).map(|lvl| rank_bits(&paths, depth, lvl)).collect();
-            let packed = widths.iter().sum::<u32>() <= 128;
-            let upper = |m: usize| -> u128 {
-                if !packed {
-                    return 0;
-                }
-                let mut key = 0u128;
-                for (lvl, &bits) in widths.iter().enumerate() {
-                    key = (key << bits) | u128::from(paths[m * depth + lvl]);
-                }
-                key
-            };
-            let upper_path = |m: usize| &paths[m * depth..m * depth + low];
-            let same_upper = |a: &(u128, usize), b: &(u128, usize)| {
-                a.0 == b.0 && (packed || upper_path(a.1) == upper_path(b.1))
-            };
-            // Sorted by the upper levels first, integers only; then each run of one parent
-            // path (the hosts of a rack, usually a few dozen) by its lowest value: the string
-            // comparisons stay within a run.
-            let mut order: Vec<(u128, usize)> = (0..members.len()).map(|m| (upper(m), m)).collect();
-            if packed {
-                order.sort_unstable();
-            } else {
-                order.sort_unstable_by(|a, b| upper_path(a.1).cmp(upper_path(b.1)));
-            }
-            for run in order.chunk_by_mut(|a, b| same_upper(a, b)) {
-                run.sort_unstable_by(|a, b| value(a.1, low).cmp(value(b.1, low)));
-            }
-            let mut lowest = vec![0u32; members.len()];
-            let mut rank = 0u32;
-            for pair in order.windows(2) {
-                let (before, here) = (&pair[0], &pair[1]);
-                if !same_upper(before, here) || value(before.1, low) != value(here.1, low) {
-                    rank += 1;
-                }
-                lowest[here.1] = rank;
-            }
-            for (m, rank) in lowest.into_iter().enumerate() {
-                paths[m * depth + low] = rank;
-            }
-            by_path = order.into_iter().map(|(_, m)| m).collect();
-        }
+        // Every member, sorted by its full path: the ranks packed into one integer (field
+        // widths from each level's largest rank), so the sort compares one number; paths too
+        // wide for 128 bits compare rank by rank.
         let path = |m: usize| &paths[m * depth..(m + 1) * depth];
+        let widths: Vec<u32> = (0..depth)
+            .map(|lvl| rank_bits(&paths, depth, lvl))
+            .collect();
+        let packed = widths.iter().sum::<u32>() <= 128;
+        let key = |m: usize| -> u128 {
+            if !packed {
+                return 0;
+            }
+            let mut key = 0u128;
+            for (lvl, &bits) in widths.iter().enumerate() {
+                key = (key << bits) | u128::from(paths[m * depth + lvl]);
+            }
+            key
+        };
+        let mut order: Vec<(u128, usize)> = (0..members.len()).map(|m| (key(m), m)).collect();
+        if packed {
+            order.sort_unstable();
+        } else {
+            order.sort_unstable_by(|a, b| path(a.1).cmp(path(b.1)));
+        }
+        let by_path: Vec<usize> = match depth {
+            0 => Vec::new(),
+            _ => order.into_iter().map(|(_, m)| m).collect(),
+        };
 
         // Leaves: nodes sharing a hostname (hostname-lowest) or a full path (otherwise) pool
         // into one; the first node gives the path.
         let leaves = match depth {
             0 => Vec::new(),
-            _ if hostname_lowest => pool_by(members.len(), |m| value(m, depth - 1)),
+            // A rank stands for its value: hosts pool by their hostname's rank.
+            _ if hostname_lowest => pool_by(members.len(), |m| paths[m * depth + depth - 1]),
             _ => pool_by(members.len(), path),
         };
         // Leaves in the order of their first node's path: walk the members by path and take
@@ -472,7 +398,7 @@ impl TopologyTree {
                 let row = &mut capacity[idx * width..(idx + 1) * width];
                 for &n in &draft.nodes {
                     let ids = &key_set_ids[key_set_of[n] as usize];
-                    for (&id, value) in ids.iter().zip(members[n].allocatable.values()) {
+                    for (&id, value) in ids.iter().zip(&member_facts(n).amounts) {
                         row[id] = row[id].saturating_add(*value);
                     }
                 }
@@ -488,23 +414,21 @@ impl TopologyTree {
             }
             by_level.push(ids);
         }
-        let name_hasher = foldhash::fast::RandomState::default();
+        let name_hasher = facts.name_hasher();
         let mut node_leaf = HashTable::with_capacity(members.len());
         if let Some(leaf_ids) = by_level.last() {
             for &leaf in leaf_ids {
                 for &n in &domains[leaf].nodes {
-                    node_leaf.insert_unique(
-                        name_hasher.hash_one(members[n].name.as_str()),
-                        (n, leaf),
-                        |&(m, _)| name_hasher.hash_one(members[m].name.as_str()),
-                    );
+                    node_leaf.insert_unique(member_facts(n).name_hash, (n, leaf), |&(m, _)| {
+                        member_facts(m).name_hash
+                    });
                 }
             }
         }
         let member_nodes = members;
         Self {
             topology_name: topology_name.to_string(),
-            levels: levels.to_vec(),
+            levels,
             hostname_lowest,
             domains,
             by_level,

@@ -377,6 +377,66 @@ fn scoring_usage_follows_pods_in_and_out() {
 /// A tree's members map back to their node ids by position, past deleted nodes (holes in
 /// the ids), nodes left out of the tree, and nodes missing a level label (which the build
 /// reads again without them).
+/// A rebuild reads only the nodes that changed since the flavor's last build and still
+/// places every node where its labels say; a flavor whose Topology changes levels is read
+/// afresh, and a flavor that is gone takes its kept facts with it.
+#[test]
+fn a_rebuild_reads_only_the_nodes_that_changed() {
+    let mut s = ClusterState::new();
+    for i in 0..6 {
+        s.apply_node(node(&format!("n{i}"), if i < 3 { "r1" } else { "r2" }, 8));
+    }
+    with_flavor(&mut s);
+    assert_eq!(s.nodes_read_by_last_build("f"), None);
+    s.flavor("f").unwrap();
+    assert_eq!(s.nodes_read_by_last_build("f"), Some(6));
+    assert_eq!(s.apply_node(node("n1", "r2", 8)), NodeChange::Topology);
+    s.apply_node(node("n9", "r3", 8));
+    let f = s.flavor("f").unwrap();
+    assert_eq!(
+        s.nodes_read_by_last_build("f"),
+        Some(2),
+        "the moved node and the new one"
+    );
+    for (name, rack) in [("n0", "r1"), ("n1", "r2"), ("n4", "r2"), ("n9", "r3")] {
+        let leaf = f.tree.leaf_of_node(name).unwrap();
+        assert_eq!(f.tree.values(leaf), ["b1", rack, name]);
+    }
+    let racks: Vec<&str> = f.tree.by_level[1]
+        .iter()
+        .map(|&d| f.tree.value(d))
+        .collect();
+    assert_eq!(racks, ["r1", "r2", "r3"]);
+    assert!(s.delete_node("n0"));
+    let f = s.flavor("f").unwrap();
+    assert_eq!(s.nodes_read_by_last_build("f"), Some(0));
+    assert_eq!(f.tree.nodes.len(), 6);
+    assert!(f.tree.leaf_of_node("n0").is_none());
+    // Two levels now: every node read again.
+    let topology: Topology = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "t"},
+        "spec": {"levels": [{"nodeLabel": BLOCK}, {"nodeLabel": RACK}]}
+    }))
+    .unwrap();
+    s.apply_topology("t", topology);
+    let f = s.flavor("f").unwrap();
+    assert_eq!(s.nodes_read_by_last_build("f"), Some(6));
+    assert_eq!(f.tree.leaves().len(), 3);
+    s.delete_resource_flavor("f");
+    assert!(s.flavor("f").is_none());
+    let other: ResourceFlavor = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "g"}, "spec": {"topologyName": "t"}
+    }))
+    .unwrap();
+    s.apply_resource_flavor("g", other);
+    s.flavor("g").unwrap();
+    assert_eq!(
+        s.nodes_read_by_last_build("f"),
+        None,
+        "gone with its flavor"
+    );
+}
+
 #[test]
 fn member_ids_name_each_members_own_node() {
     let mut s = ClusterState::new();

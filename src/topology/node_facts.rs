@@ -1,0 +1,570 @@
+//! What a topology tree build reads of each node, kept between the builds of one flavor:
+//! whether the node is a member (or why it is left out), its level values as interned ids,
+//! its allocatable resource names as an interned key set and their amounts, and its name's
+//! hash. A rebuild re-reads only the nodes whose `Arc` changed since the last build, so it
+//! reads dense arrays instead of 15,000 separately allocated label and resource maps.
+//!
+//! Invariants: the facts of a slot were read from exactly the `Arc<NodeInfo>` they keep (the
+//! `Arc` is held, so its address cannot be reused by another node while the facts stand);
+//! every level value id of a member is interned in that level's [`ValueTable`]; the tables'
+//! ranks order ids as their texts order; the facts are only for the levels and flavor node
+//! labels they were made with ([`NodeFacts::is_for`]). Tables and key sets only grow between
+//! resets: a reset (everything read again) happens once they hold more than twice what the
+//! live nodes can use, which bounds their size.
+
+use std::collections::BTreeMap;
+use std::hash::BuildHasher;
+use std::sync::Arc;
+
+use super::node::NodeInfo;
+use super::tree::LeftOutReason;
+
+type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
+/// What a build does with a node, as read from it.
+#[derive(Debug, Clone)]
+pub(crate) enum Verdict {
+    /// It lacks one of the flavor's node labels: not the flavor's node at all.
+    OtherFlavor,
+    /// The flavor's node, but it takes none of its pods and is not in the tree.
+    LeftOut(LeftOutReason),
+    /// In the tree; `no_allocatable` when every allocatable amount is zero or less.
+    Member { no_allocatable: bool },
+}
+
+/// One node's facts.
+#[derive(Debug)]
+pub(crate) struct Facts {
+    /// The node they were read from.
+    pub node: Arc<NodeInfo>,
+    pub verdict: Verdict,
+    /// Its allocatable resource names, as an id into [`NodeFacts::key_set`].
+    pub key_set: u32,
+    /// Its allocatable amounts, in its key set's (name) order.
+    pub amounts: Box<[i64]>,
+    /// Its name hashed with [`NodeFacts::name_hasher`].
+    pub name_hash: u64,
+}
+
+/// The distinct label values of one level, each with a dense id and a rank in text order.
+#[derive(Debug, Default)]
+pub(crate) struct ValueTable {
+    ids: FastMap<Arc<str>, u32>,
+    texts: Vec<Arc<str>>,
+    /// Ids in text order (every id below `order.len()`; newer ids are ranked on demand).
+    order: Vec<u32>,
+    /// Each ranked id's position in `order`.
+    rank: Vec<u32>,
+    /// The last value interned and its id: nodes come grouped (a rack's hosts one after
+    /// another), so most upper-level values equal the one before and skip the hash.
+    last: Option<(Arc<str>, u32)>,
+}
+
+impl ValueTable {
+    fn intern(&mut self, text: &Arc<str>) -> u32 {
+        if let Some((last, id)) = &self.last
+            && (Arc::ptr_eq(last, text) || **last == **text)
+        {
+            return *id;
+        }
+        let id = match self.ids.get(&**text) {
+            Some(&id) => id,
+            None => {
+                let id = self.texts.len() as u32;
+                self.texts.push(Arc::clone(text));
+                self.ids.insert(Arc::clone(text), id);
+                id
+            }
+        };
+        self.last = Some((Arc::clone(text), id));
+        id
+    }
+
+    /// The rank of every id (its position among all texts in text order), ranking the ids
+    /// interned since the last call: each is placed by a binary search among the ranked ones
+    /// (a few text comparisons each), so a rebuild after a node joins reads a few texts, not
+    /// all of them.
+    fn rank_new_values(&mut self) {
+        let ranked = self.order.len();
+        if ranked < self.texts.len() {
+            let texts = &self.texts;
+            let mut fresh: Vec<u32> = (ranked as u32..texts.len() as u32).collect();
+            fresh.sort_unstable_by(|&a, &b| texts[a as usize].cmp(&texts[b as usize]));
+            let mut merged = Vec::with_capacity(texts.len());
+            let mut from = 0;
+            for id in fresh {
+                let text = &texts[id as usize];
+                let at = from + self.order[from..].partition_point(|&o| texts[o as usize] < *text);
+                merged.extend_from_slice(&self.order[from..at]);
+                merged.push(id);
+                from = at;
+            }
+            merged.extend_from_slice(&self.order[from..]);
+            self.order = merged;
+            self.rank.resize(texts.len(), 0);
+            for (rank, &id) in self.order.iter().enumerate() {
+                self.rank[id as usize] = rank as u32;
+            }
+        }
+    }
+
+    /// How many distinct values were ever interned since the last reset.
+    fn len(&self) -> usize {
+        self.texts.len()
+    }
+}
+
+/// The distinct allocatable key sets, each with a dense id.
+#[derive(Debug, Default)]
+struct KeySets {
+    sets: Vec<Box<[String]>>,
+    /// Set ids by the hash of their names.
+    by_hash: FastMap<u64, Vec<u32>>,
+    hasher: foldhash::fast::FixedState,
+}
+
+impl KeySets {
+    fn intern<'k>(&mut self, keys: impl Iterator<Item = &'k String> + Clone) -> u32 {
+        if let Some(last) = self.sets.last()
+            && last.iter().eq(keys.clone())
+        {
+            return self.sets.len() as u32 - 1;
+        }
+        let hash = keys.clone().fold(0u64, |h, k| {
+            h.rotate_left(5) ^ self.hasher.hash_one(k.as_str())
+        });
+        let candidates = self.by_hash.entry(hash).or_default();
+        if let Some(&id) = candidates
+            .iter()
+            .find(|&&id| self.sets[id as usize].iter().eq(keys.clone()))
+        {
+            return id;
+        }
+        let id = self.sets.len() as u32;
+        self.sets.push(keys.cloned().collect());
+        candidates.push(id);
+        id
+    }
+}
+
+/// The facts of every node slot for one flavor's builds (see the module documentation).
+#[derive(Debug)]
+pub struct NodeFacts {
+    levels: Vec<String>,
+    flavor_node_labels: BTreeMap<String, String>,
+    /// By slot (the caller's node id); `None` for an empty slot.
+    facts: Vec<Option<Facts>>,
+    /// Level value ids, `slot * depth + level`; meaningful for members only.
+    values: Vec<u32>,
+    tables: Vec<ValueTable>,
+    key_sets: KeySets,
+    name_hasher: foldhash::fast::RandomState,
+    /// How many nodes the last refresh read (the others were unchanged).
+    last_read: usize,
+}
+
+impl NodeFacts {
+    /// Tables and key sets are reset once they hold more than twice the live slots plus this.
+    const RESET_SLACK: usize = 1024;
+
+    /// No facts yet, for a flavor with these levels and node labels.
+    pub fn new(levels: &[String], flavor_node_labels: &BTreeMap<String, String>) -> Self {
+        Self {
+            levels: levels.to_vec(),
+            flavor_node_labels: flavor_node_labels.clone(),
+            facts: Vec::new(),
+            values: Vec::new(),
+            tables: levels.iter().map(|_| ValueTable::default()).collect(),
+            key_sets: KeySets::default(),
+            name_hasher: foldhash::fast::RandomState::default(),
+            last_read: 0,
+        }
+    }
+
+    /// Whether these facts were made for these levels and flavor node labels.
+    pub fn is_for(&self, levels: &[String], flavor_node_labels: &BTreeMap<String, String>) -> bool {
+        self.levels == levels && self.flavor_node_labels == *flavor_node_labels
+    }
+
+    /// How many nodes the last build read (the rest were unchanged since the build before).
+    pub fn last_read(&self) -> usize {
+        self.last_read
+    }
+
+    /// The levels these facts are for.
+    pub(crate) fn levels(&self) -> &[String] {
+        &self.levels
+    }
+
+    /// Brings every slot's facts up to date with `slots`: a slot whose node is the same `Arc`
+    /// as last time keeps its facts, any other is read again; values new to a level are
+    /// ranked.
+    pub(crate) fn refresh(&mut self, slots: &[Option<Arc<NodeInfo>>]) {
+        let depth = self.levels.len();
+        self.facts.truncate(slots.len());
+        self.facts.resize_with(slots.len(), || None);
+        self.values.resize(slots.len() * depth, 0);
+        let mut read = 0;
+        for (slot, node) in slots.iter().enumerate() {
+            let Some(node) = node else {
+                self.facts[slot] = None;
+                continue;
+            };
+            let unchanged = self.facts[slot]
+                .as_ref()
+                .is_some_and(|facts| Arc::ptr_eq(node, &facts.node));
+            if !unchanged {
+                self.facts[slot] = Some(self.read(slot, node));
+                read += 1;
+            }
+        }
+        self.last_read = read;
+        let live = self.facts.iter().flatten().count();
+        let bound = 2 * live + Self::RESET_SLACK;
+        if self.tables.iter().any(|t| t.len() > bound) || self.key_sets.sets.len() > bound {
+            *self = Self::new(&self.levels, &self.flavor_node_labels);
+            self.refresh(slots);
+            return;
+        }
+        for table in &mut self.tables {
+            table.rank_new_values();
+        }
+    }
+
+    fn read(&mut self, slot: usize, node: &Arc<NodeInfo>) -> Facts {
+        let verdict = self.verdict(slot, node);
+        let key_set = self.key_sets.intern(node.allocatable.keys());
+        Facts {
+            verdict,
+            key_set,
+            amounts: node.allocatable.values().copied().collect(),
+            name_hash: self.name_hasher.hash_one(node.name.as_str()),
+            node: Arc::clone(node),
+        }
+    }
+
+    /// The node's verdict; for a member, its level value ids are written to its slot.
+    fn verdict(&mut self, slot: usize, node: &NodeInfo) -> Verdict {
+        let of_flavor = self
+            .flavor_node_labels
+            .iter()
+            .all(|(k, v)| node.labels.get(k) == Some(v.as_str()));
+        if !of_flavor {
+            return Verdict::OtherFlavor;
+        }
+        if let Some(reason) = left_out_because(node) {
+            return Verdict::LeftOut(reason);
+        }
+        let depth = self.levels.len();
+        for (lvl, level) in self.levels.iter().enumerate() {
+            // The first level it lacks, outermost first (values interned for the levels
+            // above are garbage the reset bound covers).
+            let Some(value) = node.labels.get_shared(level) else {
+                return Verdict::LeftOut(LeftOutReason::MissingLabel(level.clone()));
+            };
+            self.values[slot * depth + lvl] = self.tables[lvl].intern(value);
+        }
+        Verdict::Member {
+            no_allocatable: node.allocatable.values().all(|&v| v <= 0),
+        }
+    }
+
+    /// Every slot's facts, `None` for empty slots.
+    pub(crate) fn facts(&self) -> &[Option<Facts>] {
+        &self.facts
+    }
+
+    /// A slot's level value ids, outermost first.
+    pub(crate) fn values_of(&self, slot: usize) -> &[u32] {
+        let depth = self.levels.len();
+        &self.values[slot * depth..(slot + 1) * depth]
+    }
+
+    /// The rank of every value id of `level`, in text order (as of the last refresh).
+    pub(crate) fn ranks(&self, level: usize) -> &[u32] {
+        &self.tables[level].rank
+    }
+
+    /// A key set's resource names, sorted.
+    pub(crate) fn key_set(&self, id: u32) -> &[String] {
+        &self.key_sets.sets[id as usize]
+    }
+
+    /// The hasher of [`Facts::name_hash`].
+    pub(crate) fn name_hasher(&self) -> foldhash::fast::RandomState {
+        self.name_hasher.clone()
+    }
+}
+
+/// Why `node` cannot be a member of any tree, if it cannot (its labels aside).
+fn left_out_because(node: &NodeInfo) -> Option<LeftOutReason> {
+    if node.ready_condition_missing {
+        return Some(LeftOutReason::NoReadyCondition);
+    }
+    if !node.ready {
+        return Some(LeftOutReason::NotReady);
+    }
+    if node.unschedulable {
+        return Some(LeftOutReason::Unschedulable);
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
+
+    use super::*;
+    use crate::topology::fixtures::{BLOCK, HOST, NodeBuilder, RACK};
+    use crate::topology::tree::{DomainIdx, TopologyTree};
+
+    /// A node as generated: its slot gives its name, the rest its labels and state.
+    #[derive(Debug, Clone)]
+    struct Spec {
+        block: u8,
+        rack: u8,
+        /// Hostnames repeat across slots, so hosts pool in hostname-lowest trees.
+        host: u8,
+        of_flavor: bool,
+        ready: bool,
+        unschedulable: bool,
+        without_rack: bool,
+        /// 0: cpu and pods; 1: with a GPU too; 2: pods only.
+        keys: u8,
+        cpu: i64,
+    }
+
+    impl Spec {
+        fn node(&self, slot: usize) -> Arc<NodeInfo> {
+            let mut b = NodeBuilder::new(&format!("n{slot}"))
+                .block(&format!("b{}", self.block))
+                .label(HOST, &format!("h{}", self.host))
+                .label("pool", if self.of_flavor { "tas" } else { "other" });
+            if !self.without_rack {
+                b = b.rack(&format!("r{}", self.rack));
+            }
+            if !self.ready {
+                b = b.not_ready();
+            }
+            b = match self.keys {
+                0 => b.cpu(self.cpu),
+                1 => b.cpu(self.cpu).resource("nvidia.com/gpu", 8),
+                _ => b,
+            };
+            let mut node = b.build();
+            node.unschedulable = self.unschedulable;
+            Arc::new(node)
+        }
+    }
+
+    fn spec() -> impl Strategy<Value = Spec> {
+        (
+            (0u8..3, 0u8..4, 0u8..24),
+            prop::bool::weighted(0.9),
+            prop::bool::weighted(0.9),
+            prop::bool::weighted(0.1),
+            prop::bool::weighted(0.1),
+            0u8..3,
+            0i64..16,
+        )
+            .prop_map(
+                |(
+                    (block, rack, host),
+                    of_flavor,
+                    ready,
+                    unschedulable,
+                    without_rack,
+                    keys,
+                    cpu,
+                )| {
+                    Spec {
+                        block,
+                        rack,
+                        host,
+                        of_flavor,
+                        ready,
+                        unschedulable,
+                        without_rack,
+                        keys,
+                        cpu,
+                    }
+                },
+            )
+    }
+
+    /// A step's change to one slot: `None` keeps its node (the same `Arc`), `Some(content)`
+    /// gives it a new one, or empties it.
+    type Change = Option<Option<Spec>>;
+
+    /// Levels (hostname lowest or not), whether the flavor has a node label, the first slots,
+    /// and the steps after (each may add slots at the end).
+    type Case = (bool, bool, Vec<Option<Spec>>, Vec<Vec<Change>>);
+
+    fn case() -> impl Strategy<Value = Case> {
+        let slot = prop::option::weighted(0.85, spec());
+        let change = prop::option::weighted(0.3, prop::option::weighted(0.85, spec()));
+        (
+            any::<bool>(),
+            any::<bool>(),
+            prop::collection::vec(slot, 1..30),
+            prop::collection::vec(prop::collection::vec(change, 0..36), 1..6),
+        )
+    }
+
+    /// Everything a tree says, independent of hash order and hashers.
+    fn describe(tree: &TopologyTree) -> String {
+        let domains: Vec<String> = (0..tree.domains.len())
+            .map(|d| {
+                let domain = &tree.domains[d];
+                let nodes: Vec<&str> = domain
+                    .nodes
+                    .iter()
+                    .map(|&n| tree.nodes[n].name.as_str())
+                    .collect();
+                format!(
+                    "{} {:?} parent {:?} children {:?} rank {} nodes {nodes:?} capacity {:?}",
+                    domain.level,
+                    tree.values(d),
+                    domain.parent,
+                    domain.children,
+                    domain.rank,
+                    tree.capacity(d)
+                )
+            })
+            .collect();
+        let leaf_of: Vec<Option<DomainIdx>> = tree
+            .nodes
+            .iter()
+            .map(|n| tree.leaf_of_node(&n.name))
+            .collect();
+        let resource_ids: Vec<Option<usize>> =
+            tree.resources.iter().map(|r| tree.resource_id(r)).collect();
+        format!(
+            "levels {:?} hostname-lowest {} resources {:?} {resource_ids:?}\npositions {:?}\n\
+             by level {:?}\nleaf of each member {leaf_of:?}\nleft out {:?}\n{}",
+            tree.levels,
+            tree.hostname_lowest,
+            tree.resources,
+            tree.positions,
+            tree.by_level,
+            tree.left_out,
+            domains.join("\n")
+        )
+    }
+
+    /// A build that carries its facts from build to build gives, after every change, the same
+    /// tree as a build from scratch over the same nodes; the cases include builds that read
+    /// no node again, some, and all, and trees that pool hosts and leave nodes out.
+    #[test]
+    fn a_rebuild_from_kept_facts_is_the_build_from_scratch() {
+        let mut runner = TestRunner::new(Config {
+            failure_persistence: None,
+            ..Config::default()
+        });
+        let (reused, reread, pooled, left_out) =
+            (Cell::new(0), Cell::new(0), Cell::new(0), Cell::new(0));
+        runner
+            .run(&case(), |(hostname_lowest, flavor_label, first, steps)| {
+                let levels: Vec<String> = if hostname_lowest {
+                    vec![BLOCK.into(), RACK.into(), HOST.into()]
+                } else {
+                    vec![BLOCK.into(), RACK.into()]
+                };
+                let labels: BTreeMap<String, String> = if flavor_label {
+                    BTreeMap::from([("pool".to_string(), "tas".to_string())])
+                } else {
+                    BTreeMap::new()
+                };
+                let mut slots: Vec<Option<Arc<NodeInfo>>> = first
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| s.as_ref().map(|s| s.node(i)))
+                    .collect();
+                let mut facts = NodeFacts::new(&levels, &labels);
+                for step in std::iter::once(Vec::new()).chain(steps) {
+                    for (i, change) in step.into_iter().enumerate() {
+                        if i >= slots.len() {
+                            slots.push(None);
+                        }
+                        if let Some(content) = change {
+                            slots[i] = content.map(|s| s.node(i));
+                        }
+                    }
+                    let kept = TopologyTree::build_from("t", &mut facts, &slots);
+                    let live: Vec<Arc<NodeInfo>> = slots.iter().flatten().cloned().collect();
+                    let fresh = TopologyTree::build("t", &levels, &labels, live);
+                    // Slots and positions among the live nodes differ only by the empty slots.
+                    let slot_of: Vec<usize> =
+                        (0..slots.len()).filter(|&i| slots[i].is_some()).collect();
+                    let fresh_slots: Vec<usize> =
+                        fresh.positions.iter().map(|&p| slot_of[p]).collect();
+                    prop_assert_eq!(&kept.positions, &fresh_slots);
+                    let mut fresh = fresh;
+                    fresh.positions = fresh_slots;
+                    prop_assert_eq!(describe(&kept), describe(&fresh));
+                    let live = slots.iter().flatten().count();
+                    if facts.last_read() < live {
+                        reused.set(reused.get() + 1);
+                    }
+                    if facts.last_read() > 0 {
+                        reread.set(reread.get() + 1);
+                    }
+                    if kept
+                        .leaves()
+                        .iter()
+                        .any(|&l| kept.domains[l].nodes.len() > 1)
+                    {
+                        pooled.set(pooled.get() + 1);
+                    }
+                    if kept.left_out.total() > 0 {
+                        left_out.set(left_out.get() + 1);
+                    }
+                }
+                Ok(())
+            })
+            .unwrap_or_else(|e| panic!("{e}"));
+        // The generator makes what the property is about, many times over.
+        for (what, count) in [
+            ("builds that kept some facts", reused.get()),
+            ("builds that read nodes again", reread.get()),
+            ("trees that pool hosts", pooled.get()),
+            ("trees that leave nodes out", left_out.get()),
+        ] {
+            assert!(count >= 20, "only {count} {what}");
+        }
+    }
+
+    /// Values and key sets that no node uses any more are dropped once they outnumber the
+    /// live nodes' twice over (plus the slack): facts kept for long do not grow without bound,
+    /// and the trees stay right through the reset.
+    #[test]
+    fn kept_facts_stay_bounded_as_hostnames_churn() {
+        let levels: Vec<String> = vec![BLOCK.into(), RACK.into(), HOST.into()];
+        let mut facts = NodeFacts::new(&levels, &BTreeMap::new());
+        let mut most = 0;
+        for round in 0..200 {
+            let slots: Vec<Option<Arc<NodeInfo>>> = (0..20)
+                .map(|i| {
+                    let node = NodeBuilder::new(&format!("n{i}"))
+                        .block("b1")
+                        .rack(&format!("r{}", i % 4))
+                        .label(HOST, &format!("h{round}-{i}"))
+                        .cpu(8)
+                        .build();
+                    Some(Arc::new(node))
+                })
+                .collect();
+            let tree = TopologyTree::build_from("t", &mut facts, &slots);
+            assert_eq!(tree.leaves().len(), 20, "round {round}");
+            let host = tree.value(tree.leaves()[0]);
+            assert_eq!(host, format!("h{round}-0"), "round {round}");
+            most = most.max(facts.tables[2].len());
+        }
+        // 4,000 hostnames were seen; never more than the bound were held.
+        assert!(most > 2 * 20, "the churn reached the table: {most}");
+        assert!(most <= 2 * 20 + NodeFacts::RESET_SLACK, "held {most}");
+    }
+}
