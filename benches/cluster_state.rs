@@ -1,10 +1,13 @@
 //! What the watch path costs the cluster state (performance.md G7): an incremental node update
 //! (allocatable only: no tree rebuild), a pod event (a bound pod's usage recorded, then given
 //! back), the same pod event from the API object (requests parsed), and a full tree rebuild
-//! after a topology-relevant node change, at 15,000 nodes (15 blocks × 25 racks × 40 hosts).
+//! after a topology-relevant node change (a node moved to another rack) and after a node
+//! joins, at 15,000 nodes (15 blocks × 25 racks × 40 hosts; `KUBE_TAS_BENCH_BLOCKS` sets the
+//! number of blocks of 1,000 nodes).
 //!
 //! ```text
 //! cargo bench --bench cluster_state
+//! KUBE_TAS_BENCH_BLOCKS=50 cargo bench --bench cluster_state    # 50,000 nodes
 //! ```
 //!
 //! Criterion reports the mean per operation; before it runs, each operation is also timed one
@@ -31,7 +34,13 @@ const HOST: &str = "kubernetes.io/hostname";
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-const BLOCKS: usize = 15;
+/// Blocks of 1,000 nodes: `KUBE_TAS_BENCH_BLOCKS`, or 15.
+fn blocks() -> usize {
+    match std::env::var("KUBE_TAS_BENCH_BLOCKS") {
+        Ok(b) => b.trim().parse().expect("KUBE_TAS_BENCH_BLOCKS: a number"),
+        Err(_) => 15,
+    }
+}
 const RACKS: usize = 25;
 const HOSTS: usize = 40;
 
@@ -58,8 +67,8 @@ fn node(b: usize, r: usize, h: usize, cpu: i64) -> NodeInfo {
 
 fn cluster() -> (ClusterState, Vec<NodeInfo>) {
     let mut state = ClusterState::new();
-    let mut nodes = Vec::with_capacity(BLOCKS * RACKS * HOSTS);
-    for b in 0..BLOCKS {
+    let mut nodes = Vec::with_capacity(blocks() * RACKS * HOSTS);
+    for b in 0..blocks() {
         for r in 0..RACKS {
             for h in 0..HOSTS {
                 let n = node(b, r, h, 64);
@@ -181,19 +190,33 @@ fn one_by_one(state: &mut ClusterState, nodes: &[NodeInfo]) {
     }
     percentiles("pod watch event (from the object)", watched);
     let mut rebuilds = Vec::with_capacity(200);
+    let blocks = blocks();
     for i in 0..times(200) {
-        let b = i % BLOCKS;
+        let b = i % blocks;
         let mut moved = nodes[b * RACKS * HOSTS].clone();
         moved
             .labels
-            .insert(RACK, &format!("b{b}-r{}", (i / BLOCKS) % RACKS));
+            .insert(RACK, &format!("b{b}-r{}", (i / blocks) % RACKS));
         let t = Instant::now();
         state.apply_node(moved);
         let tree = state.flavor("f");
         rebuilds.push(t.elapsed());
         assert!(tree.is_some());
     }
-    percentiles("tree rebuild, 15k nodes", rebuilds);
+    percentiles(&format!("tree rebuild, {n} nodes"), rebuilds);
+    // A node joins: a new name and hostname, ranked among the others.
+    let mut joins = Vec::with_capacity(200);
+    for i in 0..times(200) {
+        let mut joined = node(i % blocks, i % RACKS, HOSTS + i, 64);
+        joined.name = format!("joined-{i}");
+        joined.labels.insert(HOST, &joined.name.clone());
+        let t = Instant::now();
+        state.apply_node(joined);
+        let tree = state.flavor("f");
+        joins.push(t.elapsed());
+        assert!(tree.is_some_and(|f| f.tree.leaf_of_node(&format!("joined-{i}")).is_some()));
+    }
+    percentiles("tree rebuild, node joined", joins);
 }
 
 fn bench(c: &mut Criterion) {
@@ -223,7 +246,7 @@ fn bench(c: &mut Criterion) {
         b.iter(|| WatchedPod::apply(&mut state, black_box(&pod)))
     });
     group.sample_size(20);
-    group.bench_function("tree_rebuild_15k_nodes", |b| {
+    group.bench_function(format!("tree_rebuild_{n}_nodes"), |b| {
         b.iter(|| {
             i += 1;
             let mut moved = nodes[0].clone();

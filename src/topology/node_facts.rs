@@ -6,7 +6,7 @@
 //!
 //! Invariants: the facts of a slot were read from exactly the `Arc<NodeInfo>` they keep (the
 //! `Arc` is held, so its address cannot be reused by another node while the facts stand);
-//! every level value id of a member is interned in that level's [`ValueTable`]; the tables'
+//! every level value id of a member is interned in that level's value table; the tables'
 //! ranks order ids as their texts order; the facts are only for the levels and flavor node
 //! labels they were made with ([`NodeFacts::is_for`]). Tables and key sets only grow between
 //! resets: a reset (everything read again) happens once they hold more than twice what the
@@ -15,6 +15,8 @@
 use std::collections::BTreeMap;
 use std::hash::BuildHasher;
 use std::sync::Arc;
+
+use hashbrown::HashTable;
 
 use super::node::NodeInfo;
 use super::tree::LeftOutReason;
@@ -49,7 +51,9 @@ pub(crate) struct Facts {
 /// The distinct label values of one level, each with a dense id and a rank in text order.
 #[derive(Debug, Default)]
 pub(crate) struct ValueTable {
-    ids: FastMap<Arc<str>, u32>,
+    /// Ids hashed by their text (the text itself is kept once, in `texts`).
+    ids: HashTable<u32>,
+    hasher: foldhash::fast::RandomState,
     texts: Vec<Arc<str>>,
     /// Ids in text order (every id below `order.len()`; newer ids are ranked on demand).
     order: Vec<u32>,
@@ -67,12 +71,16 @@ impl ValueTable {
         {
             return *id;
         }
-        let id = match self.ids.get(&**text) {
+        let hash = self.hasher.hash_one(&**text);
+        let texts = &self.texts;
+        let id = match self.ids.find(hash, |&id| *texts[id as usize] == **text) {
             Some(&id) => id,
             None => {
-                let id = self.texts.len() as u32;
+                let id = texts.len() as u32;
+                let hasher = &self.hasher;
+                self.ids
+                    .insert_unique(hash, id, |&id| hasher.hash_one(&*texts[id as usize]));
                 self.texts.push(Arc::clone(text));
-                self.ids.insert(Arc::clone(text), id);
                 id
             }
         };
@@ -88,13 +96,16 @@ impl ValueTable {
         let ranked = self.order.len();
         if ranked < self.texts.len() {
             let texts = &self.texts;
-            let mut fresh: Vec<u32> = (ranked as u32..texts.len() as u32).collect();
-            fresh.sort_unstable_by(|&a, &b| texts[a as usize].cmp(&texts[b as usize]));
+            // Sorted as (text, id) pairs: one pointer from a pair to its bytes. Texts are
+            // distinct, so ids never decide.
+            let mut fresh: Vec<(&str, u32)> = (ranked..texts.len())
+                .map(|id| (&*texts[id], id as u32))
+                .collect();
+            fresh.sort_unstable();
             let mut merged = Vec::with_capacity(texts.len());
             let mut from = 0;
-            for id in fresh {
-                let text = &texts[id as usize];
-                let at = from + self.order[from..].partition_point(|&o| texts[o as usize] < *text);
+            for (text, id) in fresh {
+                let at = from + self.order[from..].partition_point(|&o| &*texts[o as usize] < text);
                 merged.extend_from_slice(&self.order[from..at]);
                 merged.push(id);
                 from = at;
