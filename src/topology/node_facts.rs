@@ -371,39 +371,18 @@ mod tests {
         }
     }
 
-    fn spec() -> impl Strategy<Value = Spec> {
-        (
-            (0u8..3, 0u8..4, 0u8..24),
-            prop::bool::weighted(0.9),
-            prop::bool::weighted(0.9),
-            prop::bool::weighted(0.1),
-            prop::bool::weighted(0.1),
-            0u8..3,
-            0i64..16,
-        )
-            .prop_map(
-                |(
-                    (block, rack, host),
-                    of_flavor,
-                    ready,
-                    unschedulable,
-                    without_rack,
-                    keys,
-                    cpu,
-                )| {
-                    Spec {
-                        block,
-                        rack,
-                        host,
-                        of_flavor,
-                        ready,
-                        unschedulable,
-                        without_rack,
-                        keys,
-                        cpu,
-                    }
-                },
-            )
+    prop_compose! {
+        fn spec()(
+            (block, rack, host) in (0u8..3, 0u8..4, 0u8..24),
+            of_flavor in prop::bool::weighted(0.9),
+            ready in prop::bool::weighted(0.9),
+            unschedulable in prop::bool::weighted(0.1),
+            without_rack in prop::bool::weighted(0.1),
+            keys in 0u8..3,
+            cpu in 0i64..16,
+        ) -> Spec {
+            Spec { block, rack, host, of_flavor, ready, unschedulable, without_rack, keys, cpu }
+        }
     }
 
     /// A step's change to one slot: `None` keeps its node (the same `Arc`), `Some(content)`
