@@ -495,6 +495,17 @@ mod tests {
                     let mut fresh = fresh;
                     fresh.positions = fresh_slots;
                     prop_assert_eq!(describe(&kept), describe(&fresh));
+                    // Both come from the same ranks: hold those to the texts' own order.
+                    for level in &kept.by_level {
+                        for pair in level.windows(2) {
+                            prop_assert!(
+                                kept.path(pair[0]).lt(kept.path(pair[1])),
+                                "{:?} before {:?}",
+                                kept.values(pair[0]),
+                                kept.values(pair[1])
+                            );
+                        }
+                    }
                     let live = slots.iter().flatten().count();
                     if facts.last_read() < live {
                         reused.set(reused.get() + 1);
