@@ -2,7 +2,8 @@
 //! (allocatable only: no tree rebuild), a pod event (a bound pod's usage recorded, then given
 //! back), the same pod event from the API object (requests parsed), and a full tree rebuild
 //! after a topology-relevant node change (a node moved to another rack) and after a node
-//! joins, at 15,000 nodes (15 blocks × 25 racks × 40 hosts; `KUBE_TAS_BENCH_BLOCKS` sets the
+//! joins, and for Workload-API PodGroups the hostname tree's rebuild and the read of every node
+//! with its usage and a gang's placement on them, at 15,000 nodes (15 blocks × 25 racks × 40 hosts; `KUBE_TAS_BENCH_BLOCKS` sets the
 //! number of blocks of 1,000 nodes).
 //!
 //! ```text
@@ -24,7 +25,7 @@ use kube_tas::cluster::group::GroupKey;
 use kube_tas::cluster::live::{WatchedKind, WatchedPod};
 use kube_tas::cluster::state::ClusterState;
 use kube_tas::cluster::{BoundPod, ResourceFlavor, Topology, WorkloadKind};
-use kube_tas::topology::NodeInfo;
+use kube_tas::topology::{NodeInfo, podgroup};
 
 const BLOCK: &str = "cloud.provider.com/topology-block";
 const RACK: &str = "cloud.provider.com/topology-rack";
@@ -217,6 +218,69 @@ fn one_by_one(state: &mut ClusterState, nodes: &[NodeInfo]) {
         assert!(tree.is_some_and(|f| f.tree.leaf_of_node(&format!("joined-{i}")).is_some()));
     }
     percentiles("tree rebuild, node joined", joins);
+    // Workload-API PodGroups: the one-level hostname tree their seats sit in, rebuilt after a
+    // node moves, and every node with its usage as the group placement reads them.
+    let mut seat_rebuilds = Vec::with_capacity(200);
+    for i in 0..times(200) {
+        let b = i % blocks;
+        let mut moved = nodes[b * RACKS * HOSTS + 1].clone();
+        moved
+            .labels
+            .insert(RACK, &format!("b{b}-r{}", (i / blocks) % RACKS));
+        state.apply_node(moved);
+        let t = Instant::now();
+        let seats = state.hostname_topology();
+        seat_rebuilds.push(t.elapsed());
+        assert!(seats.tree.nodes.len() >= n);
+    }
+    percentiles("hostname tree rebuild", seat_rebuilds);
+    let mut usage_reads = Vec::with_capacity(200);
+    for _ in 0..times(200) {
+        let t = Instant::now();
+        let (read, usage) = state.scheduling_usage(|_| None);
+        usage_reads.push(t.elapsed());
+        assert!(read.len() >= n && usage.len() <= read.len());
+    }
+    percentiles("group placement's node read", usage_reads);
+    // A gang of 8 one-CPU pods that must share a rack, placed on them.
+    let (read, usage) = state.scheduling_usage(|_| None);
+    let gang = [rack_gang(8)];
+    let mut placements = Vec::with_capacity(200);
+    for _ in 0..times(200) {
+        let t = Instant::now();
+        let decision = podgroup::place(&read, &usage, &gang, "g");
+        placements.push(t.elapsed());
+        assert!(decision.is_ok_and(|d| d.fits));
+    }
+    percentiles("group placement, gang of 8 by rack", placements);
+}
+
+/// A PodGroup `g` of `pods` one-CPU pods, all or none, in one rack.
+fn rack_gang(pods: usize) -> podgroup::Group {
+    let requests: BTreeMap<String, i64> = [("cpu".to_string(), 1000)].into();
+    podgroup::Group {
+        namespace: "default".into(),
+        name: "g".into(),
+        parent: None,
+        created: 0,
+        key: Some(RACK.into()),
+        kind: podgroup::GroupKind::PodGroup {
+            policy: podgroup::PodGroupPolicy::Gang {
+                min_count: pods as u32,
+            },
+            pending: (0..pods)
+                .map(|i| podgroup::PendingPod {
+                    name: format!("g-{i}"),
+                    requests: requests.clone(),
+                    non_zero: requests.clone(),
+                    tolerations: Vec::new(),
+                    node_selector: BTreeMap::new(),
+                    affinity: None,
+                })
+                .collect(),
+            bound: Vec::new(),
+        },
+    }
 }
 
 fn bench(c: &mut Criterion) {

@@ -193,6 +193,9 @@ pub struct ClusterState {
     /// Per flavor, what its last tree build read of each node, so that a rebuild reads only
     /// the nodes that changed. Locked only while `trees` is (lock order: `trees` first).
     tree_facts: Mutex<HashMap<String, NodeFacts>>,
+    /// What the last build of the Workload-API hostname tree made and read, so that a rebuild
+    /// makes seats only for the nodes that changed. Locked only while `trees` is.
+    hostname_seats: Mutex<scheduling::HostnameSeats>,
     topology_generation: u64,
     capacity_generation: u64,
     /// Moves whenever a Workload-API group or a pending pod naming one changes.
@@ -1079,17 +1082,6 @@ impl ClusterState {
     pub fn nodes_read_by_last_build(&self, flavor: &str) -> Option<usize> {
         let kept = self.tree_facts.lock().unwrap_or_else(|p| p.into_inner());
         kept.get(flavor).map(NodeFacts::last_read)
-    }
-
-    /// The node id of each member of a tree built from the live nodes in id order
-    /// (`self.nodes.iter().flatten()`): `member_ids[m]` for `tree.nodes[m]`. Only for a tree
-    /// built from exactly those nodes, in that order: the ids come from positions.
-    fn member_ids(&self, tree: &TopologyTree) -> Vec<NodeId> {
-        let given: Vec<NodeId> = (0..self.nodes.len())
-            .filter(|&i| self.nodes[i].is_some())
-            .map(|i| i as NodeId)
-            .collect();
-        tree.positions.iter().map(|&p| given[p]).collect()
     }
 
     /// Free capacity of a flavor's tree now: each member node's current allocatable, minus

@@ -36,6 +36,7 @@
 mod tests;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Taint, Toleration};
 
@@ -46,6 +47,10 @@ use super::node::{
 use super::resources::{CPU, PODS, ResourceList, add_pod_usage};
 
 use crate::keys::{NOT_READY_TAINT, UNSCHEDULABLE_TAINT};
+
+/// A hash map with a fast hasher (foldhash), for the node index built with each placement.
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 /// The memory resource name (bytes).
 pub const MEMORY: &str = "memory";
 /// CPU a container that requests none counts for in scoring (millicores; `DefaultMilliCPURequest`).
@@ -369,7 +374,7 @@ pub fn reject(node: &NodeInfo, used: &ResourceList, pod: &PendingPod) -> Option<
 /// one per value of the label, in value order, nodes without it dropped; `None` key: `within`
 /// itself.
 pub fn candidates(
-    nodes: &[NodeInfo],
+    nodes: &[Arc<NodeInfo>],
     within: &[usize],
     key: Option<&str>,
 ) -> Vec<(Option<String>, Vec<usize>)> {
@@ -426,30 +431,16 @@ pub fn resources_fit_score<'a>(
 /// Places the tree under `root` (a standalone PodGroup, or a root CompositePodGroup) on
 /// `nodes` holding `usage`. Every group given is checked (cycles, missing parents, depth), so
 /// pass the groups of one namespace or one workload.
-pub fn place(nodes: &[NodeInfo], usage: &Usage, groups: &[Group], root: &str) -> Result<Decision> {
+pub fn place(
+    nodes: &[Arc<NodeInfo>],
+    usage: &Usage,
+    groups: &[Group],
+    root: &str,
+) -> Result<Decision> {
     let tree = Tree::build(groups, root)?;
     let mut order: Vec<usize> = (0..nodes.len()).collect();
     order.sort_by(|&a, &b| nodes[a].name.cmp(&nodes[b].name));
-    let state = State {
-        used: nodes
-            .iter()
-            .map(|n| {
-                usage
-                    .get(&n.name)
-                    .map(|u| u.requested.clone())
-                    .unwrap_or_default()
-            })
-            .collect(),
-        non_zero: nodes
-            .iter()
-            .map(|n| {
-                usage
-                    .get(&n.name)
-                    .map(|u| u.non_zero.clone())
-                    .unwrap_or_default()
-            })
-            .collect(),
-    };
+    let state = State::default();
     let index = nodes
         .iter()
         .enumerate()
@@ -457,6 +448,7 @@ pub fn place(nodes: &[NodeInfo], usage: &Usage, groups: &[Group], root: &str) ->
         .collect();
     let engine = Engine {
         nodes,
+        base: nodes.iter().map(|n| usage.get(&n.name)).collect(),
         index,
         tree: &tree,
     };
@@ -663,22 +655,19 @@ impl<'g> Tree<'g> {
 // The evaluation
 // ---------------------------------------------------------------------------------------------
 
-/// The mutable half: per node (by index into the node list) requests with a `pods` count, and
-/// the non-zero CPU/memory for scoring.
-#[derive(Debug, Clone)]
+/// The mutable half: the usage of the nodes proposals changed (by index into the node list),
+/// whole; every other node's is the usage given ([`Engine::usage`]). A candidate's copy costs
+/// the nodes it changed, not the cluster.
+#[derive(Debug, Clone, Default)]
 struct State {
-    used: Vec<ResourceList>,
-    non_zero: Vec<ResourceList>,
+    changed: BTreeMap<usize, NodeUsage>,
 }
 
-impl State {
-    fn assume(&mut self, node: usize, pod: &PendingPod) {
-        add_pod_usage(&mut self.used[node], &pod.requests);
-        for (k, v) in &pod.non_zero {
-            *self.non_zero[node].entry(k.clone()).or_insert(0) += v;
-        }
-    }
-}
+/// The usage of a node nothing runs on.
+static NOTHING: NodeUsage = NodeUsage {
+    requested: ResourceList::new(),
+    non_zero: ResourceList::new(),
+};
 
 /// A leaf as one evaluation left it.
 #[derive(Debug, Clone)]
@@ -710,8 +699,10 @@ struct Eval {
 }
 
 struct Engine<'a> {
-    nodes: &'a [NodeInfo],
-    index: HashMap<&'a str, usize>,
+    nodes: &'a [Arc<NodeInfo>],
+    /// Each node's usage as given (`None`: nothing runs there).
+    base: Vec<Option<&'a NodeUsage>>,
+    index: FastMap<&'a str, usize>,
     tree: &'a Tree<'a>,
 }
 
@@ -747,6 +738,20 @@ fn reasons_text(reasons: &BTreeMap<Reject, usize>) -> String {
 }
 
 impl Engine<'_> {
+    /// What the pods on node `n` take in `state`: those given plus those proposed.
+    fn usage<'s>(&'s self, state: &'s State, n: usize) -> &'s NodeUsage {
+        state.changed.get(&n).or(self.base[n]).unwrap_or(&NOTHING)
+    }
+
+    /// Proposes `pod` on node `n` in `state`.
+    fn assume(&self, state: &mut State, n: usize, pod: &PendingPod) {
+        state
+            .changed
+            .entry(n)
+            .or_insert_with(|| self.base[n].cloned().unwrap_or_default())
+            .add_pod(&pod.requests, &pod.non_zero);
+    }
+
     /// Evaluates group `g` over the nodes `within`, starting from `state`; `path` holds the
     /// ancestors' chosen domains.
     fn eval(&self, g: usize, within: &[usize], state: &State, path: &[Level]) -> Eval {
@@ -846,25 +851,24 @@ impl Engine<'_> {
                     .map(|&i| bound + evals[i].1.proposed as i64)
                     .collect();
                 let counts = pods_count_scores(&raw);
-                let scores: Vec<CandidateScore> = many
-                    .iter()
-                    .zip(counts)
-                    .map(|(&i, pods_count)| {
-                        let (nodes, e) = &evals[i];
-                        let resources_fit = resources_fit_score(
-                            nodes
-                                .iter()
-                                .map(|&n| (&self.nodes[n], &e.state.non_zero[n])),
-                        );
-                        CandidateScore {
-                            value: e.value.clone(),
-                            pods_count,
-                            resources_fit,
-                            total: pods_count * WEIGHT_PODS_COUNT
-                                + resources_fit * WEIGHT_RESOURCES_FIT,
-                        }
-                    })
-                    .collect();
+                let scores: Vec<CandidateScore> =
+                    many.iter()
+                        .zip(counts)
+                        .map(|(&i, pods_count)| {
+                            let (nodes, e) = &evals[i];
+                            let resources_fit =
+                                resources_fit_score(nodes.iter().map(|&n| {
+                                    (&*self.nodes[n], &self.usage(&e.state, n).non_zero)
+                                }));
+                            CandidateScore {
+                                value: e.value.clone(),
+                                pods_count,
+                                resources_fit,
+                                total: pods_count * WEIGHT_PODS_COUNT
+                                    + resources_fit * WEIGHT_RESOURCES_FIT,
+                            }
+                        })
+                        .collect();
                 // Highest total; a tie goes to the first value (random upstream).
                 let best = (0..scores.len())
                     .rev()
@@ -899,7 +903,7 @@ impl Engine<'_> {
                 for (p, pod) in pending.iter().enumerate() {
                     let mut turned_down = BTreeMap::new();
                     let fit = nodes.iter().copied().find(|&n| {
-                        match reject(&self.nodes[n], &st.used[n], pod) {
+                        match reject(&self.nodes[n], &self.usage(&st, n).requested, pod) {
                             None => true,
                             Some(r) => {
                                 *turned_down.entry(r).or_insert(0) += 1;
@@ -909,7 +913,7 @@ impl Engine<'_> {
                     });
                     match fit {
                         Some(n) => {
-                            st.assume(n, pod);
+                            self.assume(&mut st, n, pod);
                             assigned.push((p, n));
                         }
                         None if reasons.is_empty() => reasons = turned_down,

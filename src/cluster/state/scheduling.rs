@@ -13,6 +13,7 @@ use super::{ClusterState, FlavorTopology, NodeId};
 use crate::cluster::group::GroupKey;
 use crate::cluster::scheduling_groups::{GroupId, Origin, PendingMember, SchedulingGroup};
 use crate::keys::HOSTNAME_LABEL;
+use crate::topology::node_facts::NodeFacts;
 use crate::topology::podgroup::{self, MAX_DEPTH, NodeUsage, Usage};
 use crate::topology::tree::TopologyTree;
 use crate::topology::{NodeInfo, ResourceList};
@@ -208,14 +209,16 @@ impl ClusterState {
 
     /// Every node and what the pods on it take, as the placement core reads them: usage is
     /// requests (and `pods` slots) plus `held` on each node, and the scoring amounts (held
-    /// capacity counts at its requests there).
+    /// capacity counts at its requests there). The nodes are shared, not copied.
     pub fn scheduling_usage<'h>(
         &self,
         held: impl Fn(NodeId) -> Option<&'h ResourceList>,
-    ) -> (Vec<NodeInfo>, Usage) {
+    ) -> (Vec<Arc<NodeInfo>>, Usage) {
         let mut nodes = Vec::with_capacity(self.live_nodes);
         let mut usage = Usage::new();
-        for (id, node) in self.nodes() {
+        for (id, node) in self.nodes.iter().enumerate() {
+            let Some(node) = node else { continue };
+            let id = id as NodeId;
             let mut u = NodeUsage {
                 requested: self.used(id).to_list(),
                 non_zero: self.scored(id).to_list(),
@@ -233,7 +236,7 @@ impl ClusterState {
             if !u.requested.is_empty() || !u.non_zero.is_empty() {
                 usage.insert(node.name.clone(), u);
             }
-            nodes.push(node.clone());
+            nodes.push(Arc::clone(node));
         }
         (nodes, usage)
     }
@@ -242,7 +245,8 @@ impl ClusterState {
     /// readiness or cordon): where the seats of Workload-API plans sit, one per pod on its
     /// node. It holds exactly the nodes the placement core is given ([`Self::scheduling_usage`]),
     /// so every node the core chooses has a seat; which nodes a pod may use is the core's
-    /// filters' business. Built on first use per topology generation.
+    /// filters' business. Built on first use per topology generation, making seats and
+    /// reading facts only for the nodes that changed since the build before.
     pub fn hostname_topology(&self) -> Arc<FlavorTopology> {
         let mut trees = self.trees.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(f) = trees.get(HOSTNAME_TREE)
@@ -250,23 +254,17 @@ impl ClusterState {
         {
             return f.clone();
         }
-        let seats = self.nodes.iter().flatten().map(|n| {
-            Arc::new(NodeInfo {
-                labels: [(HOSTNAME_LABEL, n.name.as_str())].into_iter().collect(),
-                ready: true,
-                ready_condition_missing: false,
-                unschedulable: false,
-                taints: Vec::new(),
-                ..(**n).clone()
-            })
-        });
-        let tree = TopologyTree::build(
-            HOSTNAME_TREE,
-            &[HOSTNAME_LABEL.to_string()],
-            &BTreeMap::new(),
-            seats,
-        );
-        let member_ids = self.member_ids(&tree);
+        let mut kept = self
+            .hostname_seats
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let slots = kept.refresh(&self.nodes);
+        let facts = kept
+            .facts
+            .get_or_insert_with(|| NodeFacts::new(&[HOSTNAME_LABEL.to_string()], &BTreeMap::new()));
+        let tree = TopologyTree::build_from(HOSTNAME_TREE, facts, &slots);
+        // Slots are node ids.
+        let member_ids = tree.positions.iter().map(|&p| p as NodeId).collect();
         let built = Arc::new(FlavorTopology {
             name: HOSTNAME_TREE.to_string(),
             tree,
@@ -276,6 +274,52 @@ impl ClusterState {
         });
         trees.insert(HOSTNAME_TREE.to_string(), built.clone());
         built
+    }
+}
+
+/// The seats of the hostname tree by node id, each with the node it was made from, and the
+/// facts its last build read of them.
+///
+/// Invariant: a seat is the node it was made from with only its hostname as labels, Ready,
+/// schedulable and untainted; it is the same `Arc` for as long as that node is, so the
+/// facts re-read only the seats of nodes that changed.
+#[derive(Debug, Default)]
+pub(super) struct HostnameSeats {
+    seats: Vec<Option<(Arc<NodeInfo>, Arc<NodeInfo>)>>,
+    facts: Option<NodeFacts>,
+}
+
+impl HostnameSeats {
+    /// Brings the seats up to date with `nodes` (by id) and returns them by id.
+    fn refresh(&mut self, nodes: &[Option<Arc<NodeInfo>>]) -> Vec<Option<Arc<NodeInfo>>> {
+        self.seats.truncate(nodes.len());
+        self.seats.resize_with(nodes.len(), || None);
+        for (node, kept) in nodes.iter().zip(&mut self.seats) {
+            match node {
+                None => *kept = None,
+                Some(n) if kept.as_ref().is_some_and(|(from, _)| Arc::ptr_eq(from, n)) => {}
+                Some(n) => *kept = Some((Arc::clone(n), Arc::new(seat_of(n)))),
+            }
+        }
+        self.seats
+            .iter()
+            .map(|kept| kept.as_ref().map(|(_, seat)| Arc::clone(seat)))
+            .collect()
+    }
+}
+
+/// `node` as a seat of the hostname tree: named by itself, whatever its labels, readiness,
+/// cordon or taints.
+fn seat_of(node: &NodeInfo) -> NodeInfo {
+    NodeInfo {
+        name: node.name.clone(),
+        labels: [(HOSTNAME_LABEL, node.name.as_str())].into_iter().collect(),
+        taints: Vec::new(),
+        allocatable: node.allocatable.clone(),
+        ready: true,
+        ready_condition_missing: false,
+        ready_since: node.ready_since,
+        unschedulable: false,
     }
 }
 
@@ -437,5 +481,82 @@ mod tests {
         assert!(!s.remove_pending_member("u-a"));
         assert_eq!(s.pending_members(&leaf("g")).len(), 3);
         assert_eq!(s.pending_member_uids().len(), 3);
+    }
+
+    fn seat_names(f: &FlavorTopology) -> Vec<&str> {
+        f.tree.nodes.iter().map(|n| n.name.as_str()).collect()
+    }
+
+    #[test]
+    fn the_hostname_tree_makes_seats_only_for_nodes_that_changed() {
+        use crate::topology::fixtures::NodeBuilder;
+        let mut s = ClusterState::new();
+        s.apply_node(NodeBuilder::new("a").rack("r1").cpu(8).build());
+        s.apply_node(NodeBuilder::new("b").rack("r1").cpu(8).not_ready().build());
+        let mut cordoned = NodeBuilder::new("c").rack("r2").cpu(8).build();
+        cordoned.unschedulable = true;
+        s.apply_node(cordoned);
+        let first = s.hostname_topology();
+        // Every node is a seat, whatever its labels, readiness or cordon.
+        assert_eq!(seat_names(&first), ["a", "b", "c"]);
+        assert!(first.tree.nodes.iter().all(|n| n.ready
+            && !n.unschedulable
+            && n.labels.len() == 1
+            && n.labels.get(HOSTNAME_LABEL) == Some(n.name.as_str())));
+        assert!(
+            Arc::ptr_eq(&first, &s.hostname_topology()),
+            "cached per generation"
+        );
+
+        // "b" moves rack: only its seat is made again and read.
+        s.apply_node(NodeBuilder::new("b").rack("r2").cpu(8).not_ready().build());
+        let second = s.hostname_topology();
+        assert_eq!(seat_names(&second), ["a", "b", "c"]);
+        let read = |s: &ClusterState| {
+            let kept = s.hostname_seats.lock().expect("unpoisoned");
+            kept.facts.as_ref().map(NodeFacts::last_read)
+        };
+        assert_eq!(read(&s), Some(1));
+        let same = |x: usize| Arc::ptr_eq(&first.tree.nodes[x], &second.tree.nodes[x]);
+        assert!(same(0) && !same(1) && same(2));
+
+        // A node that goes loses its seat; one that joins gets one (members in node id
+        // order), its leaf ranked by its name.
+        s.delete_node("a");
+        s.apply_node(NodeBuilder::new("aa").rack("r1").cpu(4).build());
+        let third = s.hostname_topology();
+        assert_eq!(seat_names(&third), ["b", "c", "aa"]);
+        assert_eq!(read(&s), Some(1));
+        let leaves: Vec<&str> = third
+            .tree
+            .leaves()
+            .iter()
+            .map(|&l| {
+                third.tree.nodes[third.tree.domains[l].first_node]
+                    .name
+                    .as_str()
+            })
+            .collect();
+        assert_eq!(leaves, ["aa", "b", "c"]);
+        // The placement core reads every node, shared with the state.
+        let (read, _) = s.scheduling_usage(|_| None);
+        assert!(read.iter().all(|n| {
+            s.node_id(&n.name)
+                .and_then(|id| s.nodes[id as usize].as_ref())
+                .is_some_and(|live| Arc::ptr_eq(live, n))
+        }));
+        assert_eq!(read.len(), 3);
+        let ids: Vec<NodeId> = seat_names(&third)
+            .iter()
+            .map(|n| s.node_id(n).expect("a live node"))
+            .collect();
+        assert_eq!(third.member_ids, ids);
+        assert_eq!(
+            third
+                .tree
+                .leaf_of_node("aa")
+                .map(|l| third.tree.domains[l].nodes.len()),
+            Some(1)
+        );
     }
 }

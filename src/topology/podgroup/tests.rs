@@ -83,8 +83,13 @@ fn holding(usage: &mut Usage, node: &str, pods: usize, milli: i64) {
     }
 }
 
+/// The nodes shared, as the cluster state gives them.
+fn shared(nodes: &[NodeInfo]) -> Vec<Arc<NodeInfo>> {
+    nodes.iter().cloned().map(Arc::new).collect()
+}
+
 fn run(nodes: &[NodeInfo], usage: &Usage, groups: &[Group], root: &str) -> Decision {
-    place(nodes, usage, groups, root).unwrap()
+    place(&shared(nodes), usage, groups, root).unwrap()
 }
 
 /// `value → pods placed` of a leaf, from its last path level.
@@ -116,13 +121,16 @@ fn candidates_are_values_of_the_key_and_unlabelled_nodes_are_dropped() {
     ];
     let all: Vec<usize> = (0..nodes.len()).collect();
     assert_eq!(
-        candidates(&nodes, &all, Some(RACK)),
+        candidates(&shared(&nodes), &all, Some(RACK)),
         vec![
             (Some("r1".to_string()), vec![0, 3]),
             (Some("r2".to_string()), vec![2]),
         ]
     );
-    assert_eq!(candidates(&nodes, &all, None), vec![(None, all.clone())]);
+    assert_eq!(
+        candidates(&shared(&nodes), &all, None),
+        vec![(None, all.clone())]
+    );
 
     // The 64-core unlabelled node would take all three pods; with the key it is no candidate.
     let d = run(
@@ -769,7 +777,7 @@ fn depth_is_at_most_four() {
     let nodes = [node("n1", "r1", 1)];
     assert!(run(&nodes, &Usage::new(), &chain(4), "c1").fits);
     assert_eq!(
-        place(&nodes, &Usage::new(), &chain(5), "c1"),
+        place(&shared(&nodes), &Usage::new(), &chain(5), "c1"),
         Err(Error::TooDeep {
             group: "leaf".into(),
             depth: 5
@@ -786,12 +794,12 @@ fn cycles_missing_parents_and_non_roots_are_errors() {
         child(cpg("y", CompositePolicy::Basic, None), "x"),
     ];
     assert_eq!(
-        place(&nodes, &Usage::new(), &groups, "root"),
+        place(&shared(&nodes), &Usage::new(), &groups, "root"),
         Err(Error::Cycle(vec!["x".into(), "y".into(), "x".into()]))
     );
     let groups = [child(pg("w", gang(1), None, pods_of(1, 1000)), "gone")];
     assert!(matches!(
-        place(&nodes, &Usage::new(), &groups, "w"),
+        place(&shared(&nodes), &Usage::new(), &groups, "w"),
         Err(Error::MissingParent { .. })
     ));
     let groups = [
@@ -799,7 +807,7 @@ fn cycles_missing_parents_and_non_roots_are_errors() {
         child(pg("w", gang(1), None, pods_of(1, 1000)), "p"),
     ];
     assert!(matches!(
-        place(&nodes, &Usage::new(), &groups, "p"),
+        place(&shared(&nodes), &Usage::new(), &groups, "p"),
         Err(Error::ParentNotComposite { .. })
     ));
     let groups = [
@@ -807,7 +815,7 @@ fn cycles_missing_parents_and_non_roots_are_errors() {
         child(pg("w", gang(1), None, pods_of(1, 1000)), "root"),
     ];
     assert!(matches!(
-        place(&nodes, &Usage::new(), &groups, "w"),
+        place(&shared(&nodes), &Usage::new(), &groups, "w"),
         Err(Error::NotRoot { .. })
     ));
 }
