@@ -657,7 +657,7 @@ impl<'g> Tree<'g> {
 
 /// The mutable half: the usage of the nodes proposals changed (by index into the node list),
 /// whole; every other node's is the usage given ([`Engine::usage`]). A candidate's copy costs
-/// the nodes it changed, not the cluster.
+/// the nodes proposals have changed so far, not the cluster.
 #[derive(Debug, Clone, Default)]
 struct State {
     changed: BTreeMap<usize, NodeUsage>,

@@ -493,14 +493,13 @@ mod tests {
         let mut s = ClusterState::new();
         s.apply_node(NodeBuilder::new("a").rack("r1").cpu(8).build());
         s.apply_node(NodeBuilder::new("b").rack("r1").cpu(8).not_ready().build());
-        let mut cordoned = NodeBuilder::new("c").rack("r2").cpu(8).build();
-        cordoned.unschedulable = true;
-        s.apply_node(cordoned);
+        s.apply_node(cordoned_c());
         let first = s.hostname_topology();
-        // Every node is a seat, whatever its labels, readiness or cordon.
+        // Every node is a seat, whatever its labels, readiness, cordon or taints.
         assert_eq!(seat_names(&first), ["a", "b", "c"]);
         assert!(first.tree.nodes.iter().all(|n| n.ready
             && !n.unschedulable
+            && n.taints.is_empty()
             && n.labels.len() == 1
             && n.labels.get(HOSTNAME_LABEL) == Some(n.name.as_str())));
         assert!(
@@ -539,13 +538,13 @@ mod tests {
             .collect();
         assert_eq!(leaves, ["aa", "b", "c"]);
         // The placement core reads every node, shared with the state.
-        let (read, _) = s.scheduling_usage(|_| None);
-        assert!(read.iter().all(|n| {
+        let (shared, _) = s.scheduling_usage(|_| None);
+        assert!(shared.iter().all(|n| {
             s.node_id(&n.name)
                 .and_then(|id| s.nodes[id as usize].as_ref())
                 .is_some_and(|live| Arc::ptr_eq(live, n))
         }));
-        assert_eq!(read.len(), 3);
+        assert_eq!(shared.len(), 3);
         let ids: Vec<NodeId> = seat_names(&third)
             .iter()
             .map(|n| s.node_id(n).expect("a live node"))
@@ -558,5 +557,38 @@ mod tests {
                 .map(|l| third.tree.domains[l].nodes.len()),
             Some(1)
         );
+
+        // A capacity-only update moves no generation; the next rebuild gives "aa" a seat with
+        // its new allocatable. A node deleted and back under its id gets a new seat.
+        let before = s.hostname_topology();
+        s.apply_node(NodeBuilder::new("aa").rack("r1").cpu(6).build());
+        s.delete_node("c");
+        s.apply_node(cordoned_c());
+        let fourth = s.hostname_topology();
+        assert_eq!(seat_names(&fourth), ["b", "c", "aa"]);
+        assert_eq!(read(&s), Some(2));
+        let seat =
+            |f: &FlavorTopology, name: &str| f.tree.nodes.iter().find(|n| n.name == name).cloned();
+        let (old_c, new_c) = (seat(&before, "c"), seat(&fourth, "c"));
+        assert!(old_c.zip(new_c).is_some_and(|(o, n)| !Arc::ptr_eq(&o, &n)));
+        assert_eq!(
+            seat(&fourth, "aa").and_then(|n| n.allocatable.get("cpu").copied()),
+            Some(6000)
+        );
+    }
+
+    /// A cordoned node, with the taint the node lifecycle controller gives it.
+    fn cordoned_c() -> NodeInfo {
+        let mut c = crate::topology::fixtures::NodeBuilder::new("c")
+            .rack("r2")
+            .cpu(8)
+            .build();
+        c.unschedulable = true;
+        c.taints = vec![k8s_openapi::api::core::v1::Taint {
+            key: "node.kubernetes.io/unschedulable".into(),
+            effect: "NoSchedule".into(),
+            ..Default::default()
+        }];
+        c
     }
 }
