@@ -194,10 +194,11 @@ fn one_by_one(state: &mut ClusterState, nodes: &[NodeInfo]) {
     let blocks = blocks();
     for i in 0..times(200) {
         let b = i % blocks;
+        // Off its rack in every sample (rack 0 is where it starts).
         let mut moved = nodes[b * RACKS * HOSTS].clone();
         moved
             .labels
-            .insert(RACK, &format!("b{b}-r{}", (i / blocks) % RACKS));
+            .insert(RACK, &format!("b{b}-r{}", (i / blocks + 1) % RACKS));
         let t = Instant::now();
         state.apply_node(moved);
         let tree = state.flavor("f");
