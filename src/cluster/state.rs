@@ -372,10 +372,15 @@ impl ClusterState {
 
     /// Every node that exists now, by id order.
     pub fn nodes(&self) -> impl Iterator<Item = (NodeId, &NodeInfo)> {
+        self.shared_nodes().map(|(id, n)| (id, &**n))
+    }
+
+    /// [`Self::nodes`] as the `Arc`s the state shares with its trees.
+    fn shared_nodes(&self) -> impl Iterator<Item = (NodeId, &Arc<NodeInfo>)> {
         self.nodes
             .iter()
             .enumerate()
-            .filter_map(|(i, n)| n.as_deref().map(|n| (i as NodeId, n)))
+            .filter_map(|(i, n)| n.as_ref().map(|n| (i as NodeId, n)))
     }
 
     fn live_node_names(&self) -> impl Iterator<Item = &str> {

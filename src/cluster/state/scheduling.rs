@@ -216,9 +216,7 @@ impl ClusterState {
     ) -> (Vec<Arc<NodeInfo>>, Usage) {
         let mut nodes = Vec::with_capacity(self.live_nodes);
         let mut usage = Usage::new();
-        for (id, node) in self.nodes.iter().enumerate() {
-            let Some(node) = node else { continue };
-            let id = id as NodeId;
+        for (id, node) in self.shared_nodes() {
             let mut u = NodeUsage {
                 requested: self.used(id).to_list(),
                 non_zero: self.scored(id).to_list(),
@@ -585,7 +583,7 @@ mod tests {
             .build();
         c.unschedulable = true;
         c.taints = vec![k8s_openapi::api::core::v1::Taint {
-            key: "node.kubernetes.io/unschedulable".into(),
+            key: crate::keys::UNSCHEDULABLE_TAINT.into(),
             effect: "NoSchedule".into(),
             ..Default::default()
         }];
