@@ -146,17 +146,18 @@ impl PlanBook {
             let Some(node) = state.node(id) else {
                 return false;
             };
-            let mut used = state.used(id).to_list();
-            for (k, v) in self.held.at(id).into_iter().flatten() {
-                *used.entry(k.clone()).or_insert(0) += v;
-            }
-            for (k, v) in &plan.requests {
-                if k != PODS {
-                    *used.entry(k.clone()).or_insert(0) -= v;
-                }
-            }
-            *used.entry(PODS.to_string()).or_insert(0) -= 1;
-            podgroup::reject(node, &used, pod).is_none()
+            let held = self.held.at(id);
+            // The node's usage with the seat's own hold given back.
+            let used = |k: &str| {
+                let with_holds = state.used(id).get(k).unwrap_or(0)
+                    + held.and_then(|h| h.get(k)).copied().unwrap_or(0);
+                let seat = match k {
+                    PODS => 1,
+                    _ => plan.requests.get(k).copied().unwrap_or(0),
+                };
+                with_holds - seat
+            };
+            podgroup::reject(node, used, pod).is_none()
         };
         let Some(s) = plan
             .seats

@@ -141,6 +141,34 @@ impl NodeUsage {
 /// Node name → what its pods take. Nodes missing here are empty.
 pub type Usage = BTreeMap<String, NodeUsage>;
 
+/// CPU and memory in [`SCORE_RESOURCES`] order, as NodeResourcesFit scores them.
+pub type ScoreAmounts = [i64; SCORE_RESOURCES.len()];
+
+/// What the pods already on each node take, read per node and resource where the placement
+/// needs it: a caller that keeps usage in its own form (the cluster state's dense amounts)
+/// hands it over without a copy per node. `n` is the node's position in the list given to
+/// [`place`], `node` the node there.
+pub trait NodeLoads {
+    /// What the pods on the node request of `resource` (`pods`: how many pods there are).
+    fn requested(&self, n: usize, node: &NodeInfo, resource: &str) -> i64;
+    /// Their CPU and memory with the non-zero defaults of [`non_zero_requests`].
+    fn scored(&self, n: usize, node: &NodeInfo) -> ScoreAmounts;
+}
+
+impl NodeLoads for Usage {
+    fn requested(&self, _: usize, node: &NodeInfo, resource: &str) -> i64 {
+        self.get(&node.name)
+            .and_then(|u| u.requested.get(resource))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    fn scored(&self, _: usize, node: &NodeInfo) -> ScoreAmounts {
+        let usage = self.get(&node.name);
+        SCORE_RESOURCES.map(|(r, _)| usage.and_then(|u| u.non_zero.get(r)).copied().unwrap_or(0))
+    }
+}
+
 /// A pod's CPU and memory as NodeResourcesFit scores them: per container, 100m CPU and 200Mi
 /// memory for a resource the container does not request at all (an explicit 0 stays 0).
 pub fn non_zero_requests<'a>(
@@ -331,8 +359,9 @@ impl Reject {
     }
 }
 
-/// Why `node`, holding `used` (requests plus a `pods` count), cannot take `pod`, or `None`.
-pub fn reject(node: &NodeInfo, used: &ResourceList, pod: &PendingPod) -> Option<Reject> {
+/// Why `node`, holding `used` (what its pods request of a resource, `pods` their count),
+/// cannot take `pod`, or `None`.
+pub fn reject(node: &NodeInfo, used: impl Fn(&str) -> i64, pod: &PendingPod) -> Option<Reject> {
     let tolerated = |key: &str| {
         let t = Taint {
             key: key.into(),
@@ -359,7 +388,7 @@ pub fn reject(node: &NodeInfo, used: &ResourceList, pod: &PendingPod) -> Option<
     if !affinity_ok || !matches_node_selector(&node.labels, &pod.node_selector) {
         return Some(Reject::Affinity);
     }
-    let used_of = |k: &str| used.get(k).copied().unwrap_or(0);
+    let used_of = |k: &str| used(k);
     let alloc_of = |k: &str| node.allocatable.get(k).copied().unwrap_or(0);
     if used_of(PODS) + 1 > alloc_of(PODS) {
         return Some(Reject::TooManyPods);
@@ -372,24 +401,45 @@ pub fn reject(node: &NodeInfo, used: &ResourceList, pod: &PendingPod) -> Option<
 
 /// Candidate placements of a group with `key` over the nodes `within` (indices into `nodes`):
 /// one per value of the label, in value order, nodes without it dropped; `None` key: `within`
-/// itself.
+/// itself. Each candidate's nodes are in name order, the order pods are fitted in (sorted
+/// here, per candidate: a subset of nodes already in name order costs one pass).
 pub fn candidates(
     nodes: &[Arc<NodeInfo>],
     within: &[usize],
     key: Option<&str>,
 ) -> Vec<(Option<String>, Vec<usize>)> {
+    let by_name = |list: &mut Vec<usize>| list.sort_by(|&a, &b| nodes[a].name.cmp(&nodes[b].name));
     let Some(key) = key else {
-        return vec![(None, within.to_vec())];
+        let mut all = within.to_vec();
+        by_name(&mut all);
+        return vec![(None, all)];
     };
-    let mut by_value: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    // Values in the order first seen, then sorted; the nodes of one domain mostly come one
+    // after another, so the value before is tried first (a shared label text is one pointer).
+    let mut slot_of: FastMap<&str, usize> = FastMap::default();
+    let mut by_value: Vec<(&str, Vec<usize>)> = Vec::new();
+    let mut before: Option<(&str, usize)> = None;
     for &i in within {
-        if let Some(v) = nodes[i].labels.get(key) {
-            by_value.entry(v).or_default().push(i);
-        }
+        let Some(v) = nodes[i].labels.get(key) else {
+            continue;
+        };
+        let slot = match before {
+            Some((b, slot)) if std::ptr::eq(b, v) || b == v => slot,
+            _ => *slot_of.entry(v).or_insert_with(|| {
+                by_value.push((v, Vec::new()));
+                by_value.len() - 1
+            }),
+        };
+        by_value[slot].1.push(i);
+        before = Some((v, slot));
     }
+    by_value.sort_unstable_by(|a, b| a.0.cmp(b.0));
     by_value
         .into_iter()
-        .map(|(v, n)| (Some(v.to_string()), n))
+        .map(|(v, mut n)| {
+            by_name(&mut n);
+            (Some(v.to_string()), n)
+        })
         .collect()
 }
 
@@ -404,17 +454,26 @@ pub fn pods_count_scores(raw: &[i64]) -> Vec<i64> {
 
 /// NodeResourcesFit's placement score (MostAllocated) over the nodes of a placement: per
 /// resource of [`SCORE_RESOURCES`], `min(requested, allocatable) * 100 / allocatable` with both
-/// summed over the nodes (`non_zero` holds what each node's pods take, proposed pods included),
-/// then the weighted mean, integer division; resources with zero allocatable are skipped.
+/// summed over the nodes (each node's [`ScoreAmounts`] are what its pods take, proposed pods
+/// included), then the weighted mean, integer division; resources with zero allocatable are
+/// skipped.
 pub fn resources_fit_score<'a>(
-    nodes: impl IntoIterator<Item = (&'a NodeInfo, &'a ResourceList)>,
+    nodes: impl IntoIterator<Item = (&'a NodeInfo, ScoreAmounts)>,
 ) -> i64 {
-    let mut requested = [0i64; SCORE_RESOURCES.len()];
-    let mut allocatable = [0i64; SCORE_RESOURCES.len()];
+    let mut requested: ScoreAmounts = [0; SCORE_RESOURCES.len()];
+    let mut allocatable: ScoreAmounts = [0; SCORE_RESOURCES.len()];
     for (node, non_zero) in nodes {
-        for (i, (r, _)) in SCORE_RESOURCES.iter().enumerate() {
-            requested[i] += non_zero.get(*r).copied().unwrap_or(0);
-            allocatable[i] += node.allocatable.get(*r).copied().unwrap_or(0);
+        // One walk of the node's allocatable: names of another length are never read.
+        for (name, amount) in &node.allocatable {
+            if let Some(i) = SCORE_RESOURCES
+                .iter()
+                .position(|(r, _)| *r == name.as_str())
+            {
+                allocatable[i] += amount;
+            }
+        }
+        for (total, amount) in requested.iter_mut().zip(non_zero) {
+            *total += amount;
         }
     }
     let (mut score, mut weights) = (0i64, 0i64);
@@ -429,30 +488,37 @@ pub fn resources_fit_score<'a>(
 }
 
 /// Places the tree under `root` (a standalone PodGroup, or a root CompositePodGroup) on
-/// `nodes` holding `usage`. Every group given is checked (cycles, missing parents, depth), so
+/// `nodes` holding `loads`. Every group given is checked (cycles, missing parents, depth), so
 /// pass the groups of one namespace or one workload.
-pub fn place(
+pub fn place<L: NodeLoads + ?Sized>(
     nodes: &[Arc<NodeInfo>],
-    usage: &Usage,
+    loads: &L,
     groups: &[Group],
     root: &str,
 ) -> Result<Decision> {
     let tree = Tree::build(groups, root)?;
-    let mut order: Vec<usize> = (0..nodes.len()).collect();
-    order.sort_by(|&a, &b| nodes[a].name.cmp(&nodes[b].name));
+    // Name order comes per candidate ([`candidates`]); the nodes of bound pods are looked up
+    // by name, so only they are indexed.
+    let all: Vec<usize> = (0..nodes.len()).collect();
+    let bound: BTreeSet<&str> = tree.bound(tree.root).collect();
+    let index = if bound.is_empty() {
+        FastMap::default()
+    } else {
+        nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| bound.contains(n.name.as_str()))
+            .map(|(i, n)| (n.name.as_str(), i))
+            .collect()
+    };
     let state = State::default();
-    let index = nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.name.as_str(), i))
-        .collect();
     let engine = Engine {
         nodes,
-        base: nodes.iter().map(|n| usage.get(&n.name)).collect(),
+        loads,
         index,
         tree: &tree,
     };
-    let eval = engine.eval(tree.root, &order, &state, &[]);
+    let eval = engine.eval(tree.root, &all, &state, &[]);
     let group = tree.groups[tree.root];
     let mut leaves = Vec::new();
     for leaf in tree.leaves(tree.root) {
@@ -655,19 +721,13 @@ impl<'g> Tree<'g> {
 // The evaluation
 // ---------------------------------------------------------------------------------------------
 
-/// The mutable half: the usage of the nodes proposals changed (by index into the node list),
-/// whole; every other node's is the usage given ([`Engine::usage`]). A candidate's copy costs
-/// the nodes proposals have changed so far, not the cluster.
+/// The mutable half: what the pods proposed so far take, by node (index into the node list);
+/// a node's usage is the loads given plus this ([`Engine::requested`]). A candidate's copy
+/// costs the nodes proposals have changed so far, not the cluster.
 #[derive(Debug, Clone, Default)]
 struct State {
-    changed: BTreeMap<usize, NodeUsage>,
+    proposed: BTreeMap<usize, NodeUsage>,
 }
-
-/// The usage of a node nothing runs on.
-static NOTHING: NodeUsage = NodeUsage {
-    requested: ResourceList::new(),
-    non_zero: ResourceList::new(),
-};
 
 /// A leaf as one evaluation left it.
 #[derive(Debug, Clone)]
@@ -698,10 +758,11 @@ struct Eval {
     scores: Vec<CandidateScore>,
 }
 
-struct Engine<'a> {
+struct Engine<'a, L: ?Sized> {
     nodes: &'a [Arc<NodeInfo>],
-    /// Each node's usage as given (`None`: nothing runs there).
-    base: Vec<Option<&'a NodeUsage>>,
+    /// What the pods already on each node take.
+    loads: &'a L,
+    /// The nodes of the tree's bound pods, by name.
     index: FastMap<&'a str, usize>,
     tree: &'a Tree<'a>,
 }
@@ -737,18 +798,37 @@ fn reasons_text(reasons: &BTreeMap<Reject, usize>) -> String {
         .join(", ")
 }
 
-impl Engine<'_> {
-    /// What the pods on node `n` take in `state`: those given plus those proposed.
-    fn usage<'s>(&'s self, state: &'s State, n: usize) -> &'s NodeUsage {
-        state.changed.get(&n).or(self.base[n]).unwrap_or(&NOTHING)
+impl<L: NodeLoads + ?Sized> Engine<'_, L> {
+    /// What the pods on node `n` request of `resource` in `state`: those given plus those
+    /// proposed.
+    fn requested(&self, state: &State, n: usize, resource: &str) -> i64 {
+        let given = self.loads.requested(n, &self.nodes[n], resource);
+        let proposed = state.proposed.get(&n);
+        given.saturating_add(
+            proposed
+                .and_then(|u| u.requested.get(resource))
+                .copied()
+                .unwrap_or(0),
+        )
+    }
+
+    /// What the pods on node `n` count for in scoring in `state`.
+    fn scored(&self, state: &State, n: usize) -> ScoreAmounts {
+        let mut amounts = self.loads.scored(n, &self.nodes[n]);
+        if let Some(u) = state.proposed.get(&n) {
+            for (amount, (r, _)) in amounts.iter_mut().zip(SCORE_RESOURCES) {
+                *amount = amount.saturating_add(u.non_zero.get(r).copied().unwrap_or(0));
+            }
+        }
+        amounts
     }
 
     /// Proposes `pod` on node `n` in `state`.
     fn assume(&self, state: &mut State, n: usize, pod: &PendingPod) {
         state
-            .changed
+            .proposed
             .entry(n)
-            .or_insert_with(|| self.base[n].cloned().unwrap_or_default())
+            .or_default()
             .add_pod(&pod.requests, &pod.non_zero);
     }
 
@@ -851,24 +931,25 @@ impl Engine<'_> {
                     .map(|&i| bound + evals[i].1.proposed as i64)
                     .collect();
                 let counts = pods_count_scores(&raw);
-                let scores: Vec<CandidateScore> =
-                    many.iter()
-                        .zip(counts)
-                        .map(|(&i, pods_count)| {
-                            let (nodes, e) = &evals[i];
-                            let resources_fit =
-                                resources_fit_score(nodes.iter().map(|&n| {
-                                    (&*self.nodes[n], &self.usage(&e.state, n).non_zero)
-                                }));
-                            CandidateScore {
-                                value: e.value.clone(),
-                                pods_count,
-                                resources_fit,
-                                total: pods_count * WEIGHT_PODS_COUNT
-                                    + resources_fit * WEIGHT_RESOURCES_FIT,
-                            }
-                        })
-                        .collect();
+                let scores: Vec<CandidateScore> = many
+                    .iter()
+                    .zip(counts)
+                    .map(|(&i, pods_count)| {
+                        let (nodes, e) = &evals[i];
+                        let resources_fit = resources_fit_score(
+                            nodes
+                                .iter()
+                                .map(|&n| (&*self.nodes[n], self.scored(&e.state, n))),
+                        );
+                        CandidateScore {
+                            value: e.value.clone(),
+                            pods_count,
+                            resources_fit,
+                            total: pods_count * WEIGHT_PODS_COUNT
+                                + resources_fit * WEIGHT_RESOURCES_FIT,
+                        }
+                    })
+                    .collect();
                 // Highest total; a tie goes to the first value (random upstream).
                 let best = (0..scores.len())
                     .rev()
@@ -903,7 +984,7 @@ impl Engine<'_> {
                 for (p, pod) in pending.iter().enumerate() {
                     let mut turned_down = BTreeMap::new();
                     let fit = nodes.iter().copied().find(|&n| {
-                        match reject(&self.nodes[n], &self.usage(&st, n).requested, pod) {
+                        match reject(&self.nodes[n], |k| self.requested(&st, n, k), pod) {
                             None => true,
                             Some(r) => {
                                 *turned_down.entry(r).or_insert(0) += 1;

@@ -14,13 +14,46 @@ use crate::cluster::group::GroupKey;
 use crate::cluster::scheduling_groups::{GroupId, Origin, PendingMember, SchedulingGroup};
 use crate::keys::HOSTNAME_LABEL;
 use crate::topology::node_facts::NodeFacts;
-use crate::topology::podgroup::{self, MAX_DEPTH, NodeUsage, Usage};
+use crate::topology::podgroup::{self, MAX_DEPTH};
 use crate::topology::tree::TopologyTree;
 use crate::topology::{NodeInfo, ResourceList};
 
 /// The tree cache's key for [`ClusterState::hostname_topology`]: not a valid ResourceFlavor
 /// name, so it never meets one.
 const HOSTNAME_TREE: &str = "kubernetes.io/hostname";
+
+/// What the pods on each node [`ClusterState::scheduling_usage`] lists take, read from the
+/// state where the placement core asks: the node's usage plus what is held on it for plans,
+/// and its scoring amounts plus the held CPU and memory.
+pub struct SchedulingLoads<'s, H> {
+    state: &'s ClusterState,
+    /// The state's id of each node, by its position in the list.
+    ids: Vec<NodeId>,
+    held: H,
+}
+
+impl<'h, H: Fn(NodeId) -> Option<&'h ResourceList>> podgroup::NodeLoads for SchedulingLoads<'_, H> {
+    fn requested(&self, n: usize, _: &NodeInfo, resource: &str) -> i64 {
+        let id = self.ids[n];
+        let held = (self.held)(id).and_then(|h| h.get(resource)).copied();
+        let used = self.state.used(id).get(resource).unwrap_or(0);
+        used.saturating_add(held.unwrap_or(0))
+    }
+
+    fn scored(&self, n: usize, _: &NodeInfo) -> podgroup::ScoreAmounts {
+        let id = self.ids[n];
+        let scored = self.state.scored(id);
+        let held = (self.held)(id);
+        podgroup::SCORE_RESOURCES.map(|(name, _)| {
+            let amount = scored
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map_or(0, |(_, v)| v);
+            let held = held.and_then(|h| h.get(name)).copied().unwrap_or(0);
+            amount.saturating_add(held)
+        })
+    }
+}
 
 /// The groups of one tree, as [`ClusterState::scheduling_tree`] finds them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -209,34 +242,27 @@ impl ClusterState {
 
     /// Every node and what the pods on it take, as the placement core reads them: usage is
     /// requests (and `pods` slots) plus `held` on each node, and the scoring amounts (held
-    /// capacity counts at its requests there). The nodes are shared, not copied.
-    pub fn scheduling_usage<'h>(
-        &self,
-        held: impl Fn(NodeId) -> Option<&'h ResourceList>,
-    ) -> (Vec<Arc<NodeInfo>>, Usage) {
+    /// capacity counts at its requests there). The nodes are shared and the usage read in
+    /// place where the core asks for it: nothing is copied per node.
+    pub fn scheduling_usage<'s, 'h, H>(
+        &'s self,
+        held: H,
+    ) -> (Vec<Arc<NodeInfo>>, SchedulingLoads<'s, H>)
+    where
+        H: Fn(NodeId) -> Option<&'h ResourceList>,
+    {
         let mut nodes = Vec::with_capacity(self.live_nodes);
-        let mut usage = Usage::new();
+        let mut ids = Vec::with_capacity(self.live_nodes);
         for (id, node) in self.shared_nodes() {
-            let mut u = NodeUsage {
-                requested: self.used(id).to_list(),
-                non_zero: self.scored(id).to_list(),
-            };
-            if let Some(h) = held(id) {
-                for (k, v) in h {
-                    let slot = u.requested.entry(k.clone()).or_insert(0);
-                    *slot = slot.saturating_add(*v);
-                    if matches!(k.as_str(), "cpu" | "memory") {
-                        let slot = u.non_zero.entry(k.clone()).or_insert(0);
-                        *slot = slot.saturating_add(*v);
-                    }
-                }
-            }
-            if !u.requested.is_empty() || !u.non_zero.is_empty() {
-                usage.insert(node.name.clone(), u);
-            }
             nodes.push(Arc::clone(node));
+            ids.push(id);
         }
-        (nodes, usage)
+        let loads = SchedulingLoads {
+            state: self,
+            ids,
+            held,
+        };
+        (nodes, loads)
     }
 
     /// Every node as a leaf of a one-level tree (named by the node, whatever its labels,

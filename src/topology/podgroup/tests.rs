@@ -127,9 +127,17 @@ fn candidates_are_values_of_the_key_and_unlabelled_nodes_are_dropped() {
             (Some("r2".to_string()), vec![2]),
         ]
     );
+    // Each candidate's nodes in name order, whatever order they were given in.
     assert_eq!(
         candidates(&shared(&nodes), &all, None),
-        vec![(None, all.clone())]
+        vec![(None, vec![0, 3, 2, 1])]
+    );
+    assert_eq!(
+        candidates(&shared(&nodes), &[3, 2, 1, 0], Some(RACK)),
+        vec![
+            (Some("r1".to_string()), vec![0, 3]),
+            (Some("r2".to_string()), vec![2]),
+        ]
     );
 
     // The 64-core unlabelled node would take all three pods; with the key it is no candidate.
@@ -396,8 +404,7 @@ fn non_zero_defaults_apply_per_container_and_per_missing_resource() {
 fn resources_fit_caps_requested_at_allocatable() {
     let n = NodeBuilder::new("a").cpu(1).resource(MEMORY, GI).build();
     // cpu 3000 > 1000 → 100; memory 512Mi → 50; (100+50)/2 = 75.
-    let used = ResourceList::from([(CPU.to_string(), 3000), (MEMORY.to_string(), 512 * MI)]);
-    assert_eq!(resources_fit_score([(&n, &used)]), 75);
+    assert_eq!(resources_fit_score([(&n, [3000, 512 * MI])]), 75);
 }
 
 #[test]
@@ -572,17 +579,17 @@ fn not_ready_and_cordoned_nodes_take_no_pods() {
             .build(),
         cordoned,
     ];
-    let used = ResourceList::new();
+    let used = |_: &str| 0;
     let p = pod("p", 1000);
-    assert_eq!(reject(&nodes[0], &used, &p), Some(Reject::NotReady));
-    assert_eq!(reject(&nodes[1], &used, &p), Some(Reject::Unschedulable));
+    assert_eq!(reject(&nodes[0], used, &p), Some(Reject::NotReady));
+    assert_eq!(reject(&nodes[1], used, &p), Some(Reject::Unschedulable));
     let mut tolerant = p.clone();
     tolerant.tolerations.push(Toleration {
         key: Some(NOT_READY_TAINT.into()),
         operator: Some("Exists".into()),
         ..Default::default()
     });
-    assert_eq!(reject(&nodes[0], &used, &tolerant), None);
+    assert_eq!(reject(&nodes[0], used, &tolerant), None);
     let d = run(
         &nodes,
         &Usage::new(),
