@@ -85,14 +85,6 @@ impl ScoringAmounts {
         self.cpu = self.cpu.saturating_sub(pod.cpu);
         self.memory = self.memory.saturating_sub(pod.memory);
     }
-
-    /// As a [`ResourceList`], zero amounts left out.
-    pub fn to_list(&self) -> ResourceList {
-        self.iter()
-            .filter(|(_, v)| *v != 0)
-            .map(|(n, v)| (n.to_string(), v))
-            .collect()
-    }
 }
 
 impl From<&ResourceList> for ScoringAmounts {

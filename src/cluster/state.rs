@@ -1188,4 +1188,4 @@ mod scheduling;
 #[cfg(test)]
 mod tests;
 
-pub use scheduling::SchedulingTree;
+pub use scheduling::{SchedulingLoads, SchedulingTree};

@@ -48,7 +48,7 @@ use super::resources::{CPU, PODS, ResourceList, add_pod_usage};
 
 use crate::keys::{NOT_READY_TAINT, UNSCHEDULABLE_TAINT};
 
-/// A hash map with a fast hasher (foldhash), for the node index built with each placement.
+/// A hash map with a fast hasher (foldhash), for the maps built with each placement.
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// The memory resource name (bytes).
@@ -119,7 +119,8 @@ pub enum Error {
 /// `Result` with this module's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// What the pods already on one node take.
+/// What some pods on one node take: those already there (a name-keyed [`Usage`]) or those a
+/// placement proposes there.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NodeUsage {
     /// Their requests, plus a `pods` count (the filters read this).
@@ -233,7 +234,8 @@ pub enum GroupKind {
         policy: PodGroupPolicy,
         /// Pods still to place, in scheduling order.
         pending: Vec<PendingPod>,
-        /// Nodes of the group's pods already bound (their usage is already in [`Usage`]).
+        /// Nodes of the group's pods already bound (their usage is already in the loads given
+        /// to [`place`]).
         bound: Vec<String>,
     },
     /// A `CompositePodGroup`: children only.
@@ -750,7 +752,7 @@ struct Eval {
     /// How far an infeasible candidate got: pods fitted (leaf) or feasible children.
     progress: usize,
     leaves: BTreeMap<usize, LeafEval>,
-    /// Usage after the proposals.
+    /// What the proposals add.
     state: State,
     message: Option<String>,
     /// Why the first pod that did not fit was turned down, by how many nodes.

@@ -24,7 +24,8 @@ const HOSTNAME_TREE: &str = "kubernetes.io/hostname";
 
 /// What the pods on each node [`ClusterState::scheduling_usage`] lists take, read from the
 /// state where the placement core asks: the node's usage plus what is held on it for plans,
-/// and its scoring amounts plus the held CPU and memory.
+/// and its scoring amounts plus the held CPU and memory. Positions are those of the node list
+/// it came with: give the core that list, no other.
 pub struct SchedulingLoads<'s, H> {
     state: &'s ClusterState,
     /// The state's id of each node, by its position in the list.
