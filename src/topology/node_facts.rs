@@ -119,6 +119,24 @@ impl ValueTable {
         }
     }
 
+    /// Room for `more` values, so that a first build does not rehash every text as the
+    /// table grows.
+    fn reserve(&mut self, more: usize) {
+        let (texts, hasher) = (&self.texts, &self.hasher);
+        self.ids
+            .reserve(more, |&id| hasher.hash_one(&*texts[id as usize]));
+        self.texts.reserve(more);
+    }
+
+    /// Gives back what [`Self::reserve`] took beyond the values interned (an upper level keeps
+    /// a few dozen, not one per node).
+    fn shrink_to_fit(&mut self) {
+        let (texts, hasher) = (&self.texts, &self.hasher);
+        self.ids
+            .shrink_to_fit(|&id| hasher.hash_one(&*texts[id as usize]));
+        self.texts.shrink_to_fit();
+    }
+
     /// How many distinct values were ever interned since the last reset.
     fn len(&self) -> usize {
         self.texts.len()
@@ -215,21 +233,41 @@ impl NodeFacts {
         self.facts.truncate(slots.len());
         self.facts.resize_with(slots.len(), || None);
         self.values.resize(slots.len() * depth, 0);
-        let mut read = 0;
+        let changed = |facts: &[Option<Facts>], slot: usize, node: &Arc<NodeInfo>| {
+            !facts[slot]
+                .as_ref()
+                .is_some_and(|facts| Arc::ptr_eq(node, &facts.node))
+        };
+        let to_read = slots
+            .iter()
+            .enumerate()
+            .filter(|(slot, node)| {
+                node.as_ref()
+                    .is_some_and(|n| changed(&self.facts, *slot, n))
+            })
+            .count();
+        // A first build reads every node: room for as many values, given back after.
+        let many = to_read > Self::RESET_SLACK;
+        if many {
+            for table in &mut self.tables {
+                table.reserve(to_read);
+            }
+        }
         for (slot, node) in slots.iter().enumerate() {
             let Some(node) = node else {
                 self.facts[slot] = None;
                 continue;
             };
-            let unchanged = self.facts[slot]
-                .as_ref()
-                .is_some_and(|facts| Arc::ptr_eq(node, &facts.node));
-            if !unchanged {
+            if changed(&self.facts, slot, node) {
                 self.facts[slot] = Some(self.read(slot, node));
-                read += 1;
             }
         }
-        self.last_read = read;
+        if many {
+            for table in &mut self.tables {
+                table.shrink_to_fit();
+            }
+        }
+        self.last_read = to_read;
         let live = self.facts.iter().flatten().count();
         let bound = 2 * live + Self::RESET_SLACK;
         if self.tables.iter().any(|t| t.len() > bound) || self.key_sets.sets.len() > bound {
