@@ -576,6 +576,55 @@ mod tests {
         }
     }
 
+    /// A first build of many nodes sizes every level's table for all of them and gives the
+    /// excess back after: the upper levels keep room for their few values, not one per node,
+    /// and builds after it still find every value (the tables were rehashed right).
+    #[test]
+    fn a_first_build_sizes_its_tables_once_and_gives_the_excess_back() {
+        let levels: Vec<String> = vec![BLOCK.into(), RACK.into(), HOST.into()];
+        let node = |i: usize, rack: usize| {
+            let node = NodeBuilder::new(&format!("n{i}"))
+                .block(&format!("b{}", rack / 10))
+                .rack(&format!("r{rack}"))
+                .label(HOST, &format!("n{i}"))
+                .cpu(8)
+                .build();
+            Some(Arc::new(node))
+        };
+        let mut slots: Vec<Option<Arc<NodeInfo>>> = (0..1_500).map(|i| node(i, i / 50)).collect();
+        let mut facts = NodeFacts::new(&levels, &BTreeMap::new());
+        let first = TopologyTree::build_from("t", &mut facts, &slots);
+        assert_eq!(facts.last_read(), 1_500, "a first build reads every node");
+        assert_eq!(first.leaves().len(), 1_500);
+        let held: Vec<(usize, usize)> = facts
+            .tables
+            .iter()
+            .map(|t| (t.len(), t.ids.capacity()))
+            .collect();
+        assert_eq!(held.iter().map(|h| h.0).collect::<Vec<_>>(), [3, 30, 1_500]);
+        assert!(
+            held[0].1 < 64 && held[1].1 < 64,
+            "upper levels hold {held:?}"
+        );
+        assert!(held[2].1 >= 1_500, "hostnames hold {held:?}");
+        // A node moves rack, another joins: the same tree as a build from scratch.
+        slots[7] = node(7, 29);
+        slots.push(node(1_500, 3));
+        let kept = TopologyTree::build_from("t", &mut facts, &slots);
+        assert_eq!(facts.last_read(), 2);
+        let fresh = TopologyTree::build(
+            "t",
+            &levels,
+            &BTreeMap::new(),
+            slots.iter().flatten().cloned(),
+        );
+        assert_eq!(describe(&kept), describe(&fresh));
+        assert_eq!(
+            facts.tables.iter().map(ValueTable::len).collect::<Vec<_>>(),
+            [3, 30, 1_501]
+        );
+    }
+
     /// Values and key sets that no node uses any more are dropped once they outnumber the
     /// live nodes' twice over (plus the slack): facts kept for long do not grow without bound,
     /// and the trees stay right through the reset.
