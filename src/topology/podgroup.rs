@@ -410,19 +410,27 @@ pub fn candidates(
     within: &[usize],
     key: Option<&str>,
 ) -> Vec<(Option<String>, Vec<usize>)> {
-    let by_name = |list: &mut Vec<usize>| list.sort_by(|&a, &b| nodes[a].name.cmp(&nodes[b].name));
+    // Each node with its name, read while the node is at hand: the sort then compares the
+    // names' bytes without going through the node again.
+    let by_name = |mut list: Vec<(&str, usize)>| {
+        list.sort_by(|a, b| a.0.cmp(b.0));
+        list.into_iter().map(|(_, i)| i).collect::<Vec<usize>>()
+    };
     let Some(key) = key else {
-        let mut all = within.to_vec();
-        by_name(&mut all);
-        return vec![(None, all)];
+        let all = within
+            .iter()
+            .map(|&i| (nodes[i].name.as_str(), i))
+            .collect();
+        return vec![(None, by_name(all))];
     };
     // Values in the order first seen, then sorted; the nodes of one domain mostly come one
     // after another, so the value before is tried first (a shared label text is one pointer).
     let mut slot_of: FastMap<&str, usize> = FastMap::default();
-    let mut by_value: Vec<(&str, Vec<usize>)> = Vec::new();
+    let mut by_value: Vec<(&str, Vec<(&str, usize)>)> = Vec::new();
     let mut before: Option<(&str, usize)> = None;
     for &i in within {
-        let Some(v) = nodes[i].labels.get(key) else {
+        let node = &nodes[i];
+        let Some(v) = node.labels.get(key) else {
             continue;
         };
         let slot = match before {
@@ -432,16 +440,13 @@ pub fn candidates(
                 by_value.len() - 1
             }),
         };
-        by_value[slot].1.push(i);
+        by_value[slot].1.push((node.name.as_str(), i));
         before = Some((v, slot));
     }
     by_value.sort_unstable_by(|a, b| a.0.cmp(b.0));
     by_value
         .into_iter()
-        .map(|(v, mut n)| {
-            by_name(&mut n);
-            (Some(v.to_string()), n)
-        })
+        .map(|(v, n)| (Some(v.to_string()), by_name(n)))
         .collect()
 }
 
