@@ -77,9 +77,8 @@ impl ValueTable {
             Some(&id) => id,
             None => {
                 let id = texts.len() as u32;
-                let hasher = &self.hasher;
                 self.ids
-                    .insert_unique(hash, id, |&id| hasher.hash_one(&*texts[id as usize]));
+                    .insert_unique(hash, id, hash_of_id(texts, &self.hasher));
                 self.texts.push(Arc::clone(text));
                 id
             }
@@ -122,18 +121,16 @@ impl ValueTable {
     /// Room for `more` values, so that a first build does not rehash every text as the
     /// table grows.
     fn reserve(&mut self, more: usize) {
-        let (texts, hasher) = (&self.texts, &self.hasher);
         self.ids
-            .reserve(more, |&id| hasher.hash_one(&*texts[id as usize]));
+            .reserve(more, hash_of_id(&self.texts, &self.hasher));
         self.texts.reserve(more);
     }
 
     /// Gives back what [`Self::reserve`] took beyond the values interned (an upper level keeps
     /// a few dozen, not one per node).
     fn shrink_to_fit(&mut self) {
-        let (texts, hasher) = (&self.texts, &self.hasher);
         self.ids
-            .shrink_to_fit(|&id| hasher.hash_one(&*texts[id as usize]));
+            .shrink_to_fit(hash_of_id(&self.texts, &self.hasher));
         self.texts.shrink_to_fit();
     }
 
@@ -141,6 +138,14 @@ impl ValueTable {
     fn len(&self) -> usize {
         self.texts.len()
     }
+}
+
+/// An id's hash as its table keeps it: its text's (what a table that grows or shrinks rehashes).
+fn hash_of_id<'t>(
+    texts: &'t [Arc<str>],
+    hasher: &'t foldhash::fast::RandomState,
+) -> impl Fn(&u32) -> u64 + 't {
+    move |&id| hasher.hash_one(&*texts[id as usize])
 }
 
 /// The distinct allocatable key sets, each with a dense id.
@@ -233,41 +238,32 @@ impl NodeFacts {
         self.facts.truncate(slots.len());
         self.facts.resize_with(slots.len(), || None);
         self.values.resize(slots.len() * depth, 0);
-        let changed = |facts: &[Option<Facts>], slot: usize, node: &Arc<NodeInfo>| {
-            !facts[slot]
-                .as_ref()
-                .is_some_and(|facts| Arc::ptr_eq(node, &facts.node))
-        };
-        let to_read = slots
-            .iter()
-            .enumerate()
-            .filter(|(slot, node)| {
-                node.as_ref()
-                    .is_some_and(|n| changed(&self.facts, *slot, n))
-            })
-            .count();
-        // A first build reads every node: room for as many values, given back after.
-        let many = to_read > Self::RESET_SLACK;
-        if many {
-            for table in &mut self.tables {
-                table.reserve(to_read);
+        // Empty slots lose their facts; the slots whose node is not the one read last time
+        // are read again below.
+        let mut to_read: Vec<(usize, &Arc<NodeInfo>)> = Vec::new();
+        for (slot, (node, facts)) in slots.iter().zip(&mut self.facts).enumerate() {
+            match node {
+                None => *facts = None,
+                Some(n) if facts.as_ref().is_some_and(|f| Arc::ptr_eq(n, &f.node)) => {}
+                Some(n) => to_read.push((slot, n)),
             }
         }
-        for (slot, node) in slots.iter().enumerate() {
-            let Some(node) = node else {
-                self.facts[slot] = None;
-                continue;
-            };
-            if changed(&self.facts, slot, node) {
-                self.facts[slot] = Some(self.read(slot, node));
+        // A first build reads every node: room for as many values, given back after.
+        let many = to_read.len() > Self::RESET_SLACK;
+        if many {
+            for table in &mut self.tables {
+                table.reserve(to_read.len());
             }
+        }
+        for &(slot, node) in &to_read {
+            self.facts[slot] = Some(self.read(slot, node));
         }
         if many {
             for table in &mut self.tables {
                 table.shrink_to_fit();
             }
         }
-        self.last_read = to_read;
+        self.last_read = to_read.len();
         let live = self.facts.iter().flatten().count();
         let bound = 2 * live + Self::RESET_SLACK;
         if self.tables.iter().any(|t| t.len() > bound) || self.key_sets.sets.len() > bound {
