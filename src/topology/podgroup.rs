@@ -137,6 +137,16 @@ impl NodeUsage {
             *self.non_zero.entry(k.clone()).or_insert(0) += v;
         }
     }
+
+    /// What the pods request of `resource` (`pods`: how many they are).
+    fn requested_of(&self, resource: &str) -> i64 {
+        self.requested.get(resource).copied().unwrap_or(0)
+    }
+
+    /// Their CPU and memory as scoring counts them.
+    fn score_amounts(&self) -> ScoreAmounts {
+        SCORE_RESOURCES.map(|(r, _)| self.non_zero.get(r).copied().unwrap_or(0))
+    }
 }
 
 /// Node name → what its pods take. Nodes missing here are empty.
@@ -158,15 +168,12 @@ pub trait NodeLoads {
 
 impl NodeLoads for Usage {
     fn requested(&self, _: usize, node: &NodeInfo, resource: &str) -> i64 {
-        self.get(&node.name)
-            .and_then(|u| u.requested.get(resource))
-            .copied()
-            .unwrap_or(0)
+        self.get(&node.name).map_or(0, |u| u.requested_of(resource))
     }
 
     fn scored(&self, _: usize, node: &NodeInfo) -> ScoreAmounts {
-        let usage = self.get(&node.name);
-        SCORE_RESOURCES.map(|(r, _)| usage.and_then(|u| u.non_zero.get(r)).copied().unwrap_or(0))
+        self.get(&node.name)
+            .map_or([0; SCORE_RESOURCES.len()], NodeUsage::score_amounts)
     }
 }
 
@@ -390,14 +397,13 @@ pub fn reject(node: &NodeInfo, used: impl Fn(&str) -> i64, pod: &PendingPod) -> 
     if !affinity_ok || !matches_node_selector(&node.labels, &pod.node_selector) {
         return Some(Reject::Affinity);
     }
-    let used_of = |k: &str| used(k);
     let alloc_of = |k: &str| node.allocatable.get(k).copied().unwrap_or(0);
-    if used_of(PODS) + 1 > alloc_of(PODS) {
+    if used(PODS) + 1 > alloc_of(PODS) {
         return Some(Reject::TooManyPods);
     }
     pod.requests
         .iter()
-        .find(|(k, v)| k.as_str() != PODS && **v > 0 && used_of(k) + **v > alloc_of(k))
+        .find(|(k, v)| k.as_str() != PODS && **v > 0 && used(k) + **v > alloc_of(k))
         .map(|(k, _)| Reject::Insufficient(k.clone()))
 }
 
@@ -736,6 +742,16 @@ struct State {
     proposed: BTreeMap<usize, NodeUsage>,
 }
 
+impl State {
+    /// Proposes `pod` on node `n`.
+    fn assume(&mut self, n: usize, pod: &PendingPod) {
+        self.proposed
+            .entry(n)
+            .or_default()
+            .add_pod(&pod.requests, &pod.non_zero);
+    }
+}
+
 /// A leaf as one evaluation left it.
 #[derive(Debug, Clone)]
 struct LeafEval {
@@ -810,33 +826,22 @@ impl<L: NodeLoads + ?Sized> Engine<'_, L> {
     /// proposed.
     fn requested(&self, state: &State, n: usize, resource: &str) -> i64 {
         let given = self.loads.requested(n, &self.nodes[n], resource);
-        let proposed = state.proposed.get(&n);
-        given.saturating_add(
-            proposed
-                .and_then(|u| u.requested.get(resource))
-                .copied()
-                .unwrap_or(0),
-        )
+        let proposed = state
+            .proposed
+            .get(&n)
+            .map_or(0, |u| u.requested_of(resource));
+        given.saturating_add(proposed)
     }
 
     /// What the pods on node `n` count for in scoring in `state`.
     fn scored(&self, state: &State, n: usize) -> ScoreAmounts {
         let mut amounts = self.loads.scored(n, &self.nodes[n]);
         if let Some(u) = state.proposed.get(&n) {
-            for (amount, (r, _)) in amounts.iter_mut().zip(SCORE_RESOURCES) {
-                *amount = amount.saturating_add(u.non_zero.get(r).copied().unwrap_or(0));
+            for (amount, proposed) in amounts.iter_mut().zip(u.score_amounts()) {
+                *amount = amount.saturating_add(proposed);
             }
         }
         amounts
-    }
-
-    /// Proposes `pod` on node `n` in `state`.
-    fn assume(&self, state: &mut State, n: usize, pod: &PendingPod) {
-        state
-            .proposed
-            .entry(n)
-            .or_default()
-            .add_pod(&pod.requests, &pod.non_zero);
     }
 
     /// Evaluates group `g` over the nodes `within`, starting from `state`; `path` holds the
@@ -1001,7 +1006,7 @@ impl<L: NodeLoads + ?Sized> Engine<'_, L> {
                     });
                     match fit {
                         Some(n) => {
-                            self.assume(&mut st, n, pod);
+                            st.assume(n, pod);
                             assigned.push((p, n));
                         }
                         None if reasons.is_empty() => reasons = turned_down,
