@@ -295,6 +295,107 @@ async fn raw(server: &FakeApiServer, method: &str, uri: &str, body: &str) -> (u1
     raw_with(server, method, uri, "application/json", body).await
 }
 
+/// A GET's status and body as text.
+async fn raw_text(server: &FakeApiServer, uri: &str) -> (u16, String) {
+    use http_body_util::BodyExt;
+    let request = axum::http::Request::get(uri)
+        .body(kube::client::Body::empty())
+        .expect("a request");
+    let response = server.client().send(request).await.expect("a response");
+    let code = response.status().as_u16();
+    let bytes = response.into_body().collect().await.expect("a body");
+    (
+        code,
+        String::from_utf8_lossy(&bytes.to_bytes()).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn objects_are_served_as_stored_by_lists_gets_and_watches() {
+    let server = FakeApiServer::new();
+    let mut n1 = node("n1", "a");
+    n1["spec"] =
+        json!({ "unschedulable": true, "taints": [{ "key": "k", "effect": "NoSchedule" }] });
+    n1["metadata"]["annotations"] = json!({ "note": "a \"quoted\" value" });
+    let n1 = server.apply(n1);
+    let topology = server.apply(json!({ "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Topology", "metadata": { "name": "t" },
+        "spec": { "levels": [{ "nodeLabel": "rack" }] } }));
+    assert_eq!(server.get("v1", "Node", None, "n1"), Some(n1.clone()));
+    let mut item = n1.clone();
+    let fields = item.as_object_mut().expect("an object");
+    fields.remove("apiVersion");
+    fields.remove("kind");
+
+    // A built-in kind's list items carry no apiVersion or kind; a custom resource's do.
+    let (code, list) = raw(&server, "GET", "/api/v1/nodes", "").await;
+    assert_eq!(
+        (code, &list["kind"], &list["apiVersion"]),
+        (200, &json!("NodeList"), &json!("v1"))
+    );
+    assert_eq!(list["items"], json!([item]));
+    let (_, list) = raw(
+        &server,
+        "GET",
+        "/apis/kueue.x-k8s.io/v1beta2/topologies",
+        "",
+    )
+    .await;
+    assert_eq!(list["items"], json!([topology]));
+    // Selectors read the stored fields: a boolean compares as its text, an absent field as the
+    // field's default.
+    server.apply(node("n2", "c"));
+    for value in ["true", "false"] {
+        let uri = format!("/api/v1/nodes?fieldSelector=spec.unschedulable%3D{value}");
+        let (_, list) = raw(&server, "GET", &uri, "").await;
+        let names: Vec<&Value> = list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|i| &i["metadata"]["name"])
+            .collect();
+        let want = if value == "true" { "n1" } else { "n2" };
+        assert_eq!(names, [want], "{uri}");
+    }
+    assert!(server.delete("v1", "Node", None, "n2"));
+    let (_, one) = raw(&server, "GET", "/api/v1/nodes/n1", "").await;
+    assert_eq!(one, n1);
+
+    // A watch from "0" sends the object whole; a MODIFIED that leaves the selector arrives as
+    // DELETED with the previous state at the event's resourceVersion.
+    let mut moved = n1.clone();
+    moved["metadata"]["labels"]["pool"] = json!("b");
+    let moved = server.apply(moved);
+    let (code, text) = raw_text(
+        &server,
+        "/api/v1/nodes?watch=true&resourceVersion=0&timeoutSeconds=1",
+    )
+    .await;
+    assert_eq!(code, 200);
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(lines, [json!({ "type": "ADDED", "object": moved })]);
+    let (_, text) = raw_text(
+        &server,
+        &format!(
+            "/api/v1/nodes?watch=true&labelSelector=pool%3Da&resourceVersion={}&timeoutSeconds=1",
+            n1["metadata"]["resourceVersion"]
+                .as_str()
+                .expect("a resourceVersion")
+        ),
+    )
+    .await;
+    let mut gone = n1.clone();
+    gone["metadata"]["resourceVersion"] = moved["metadata"]["resourceVersion"].clone();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(lines, [json!({ "type": "DELETED", "object": gone })]);
+}
+
 async fn raw_with(
     server: &FakeApiServer,
     method: &str,
