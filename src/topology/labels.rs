@@ -26,6 +26,21 @@ impl NodeLabels {
         self.position(key).ok().map(|i| &self.0[i].1)
     }
 
+    /// [`Self::get_shared`] for a caller that looks one key up on node after node: `hint` is
+    /// where the key was found last (a cluster's nodes carry the same keys, so it is usually
+    /// at the same position), tried with one comparison before a search; it is set to where
+    /// the key is found.
+    pub fn get_shared_hinted(&self, key: &str, hint: &mut usize) -> Option<&Arc<str>> {
+        if let Some((k, v)) = self.0.get(*hint)
+            && **k == *key
+        {
+            return Some(v);
+        }
+        let i = self.position(key).ok()?;
+        *hint = i;
+        Some(&self.0[i].1)
+    }
+
     /// Whether the node has a label `key` (with any value, empty included).
     pub fn contains_key(&self, key: &str) -> bool {
         self.position(key).is_ok()
@@ -242,6 +257,29 @@ mod tests {
             [("", ""), ("block", "b1"), ("host", "h1"), ("rack", "r2")]
         );
         assert_eq!(format!("{:?}", labels(&[("a", "1")])), r#"{"a": "1"}"#);
+    }
+
+    #[test]
+    fn a_hinted_lookup_finds_what_a_search_finds_wherever_the_hint_points() {
+        let nodes = [
+            labels(&[("block", "b1"), ("rack", "r1"), ("zone", "a")]),
+            labels(&[("rack", "r2"), ("zone", "b")]),
+            labels(&[("block", "b2"), ("zone", "c")]),
+            labels(&[]),
+        ];
+        for key in ["block", "rack", "zone", "host"] {
+            // Hints from every position a key can be at, one past the end, and far off.
+            for start in [0, 1, 2, 3, usize::MAX] {
+                let mut hint = start;
+                for node in &nodes {
+                    let found = node.get_shared_hinted(key, &mut hint).map(|v| &**v);
+                    assert_eq!(found, node.get(key), "{key} from hint {start} on {node:?}");
+                    if found.is_some() {
+                        assert_eq!(node.iter().nth(hint).map(|(k, _)| k), Some(key));
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -59,17 +59,18 @@ pub(crate) struct ValueTable {
     order: Vec<u32>,
     /// Each ranked id's position in `order`.
     rank: Vec<u32>,
-    /// The last value interned and its id: nodes come grouped (a rack's hosts one after
+    /// The id of the last value interned: nodes come grouped (a rack's hosts one after
     /// another), so most upper-level values equal the one before and skip the hash.
-    last: Option<(Arc<str>, u32)>,
+    last: Option<u32>,
 }
 
 impl ValueTable {
     fn intern(&mut self, text: &Arc<str>) -> u32 {
-        if let Some((last, id)) = &self.last
+        if let Some(id) = self.last
+            && let last = &self.texts[id as usize]
             && (Arc::ptr_eq(last, text) || **last == **text)
         {
-            return *id;
+            return id;
         }
         let hash = self.hasher.hash_one(&**text);
         let texts = &self.texts;
@@ -83,7 +84,7 @@ impl ValueTable {
                 id
             }
         };
-        self.last = Some((Arc::clone(text), id));
+        self.last = Some(id);
         id
     }
 
@@ -193,6 +194,9 @@ pub struct NodeFacts {
     tables: Vec<ValueTable>,
     key_sets: KeySets,
     name_hasher: foldhash::fast::RandomState,
+    /// Where each flavor node label, then each level label, was among the labels of the last
+    /// node read (see [`super::labels::NodeLabels::get_shared_hinted`]).
+    label_hints: Vec<usize>,
     /// How many nodes the last refresh read (the others were unchanged).
     last_read: usize,
 }
@@ -211,6 +215,7 @@ impl NodeFacts {
             tables: levels.iter().map(|_| ValueTable::default()).collect(),
             key_sets: KeySets::default(),
             name_hasher: foldhash::fast::RandomState::default(),
+            label_hints: vec![0; flavor_node_labels.len() + levels.len()],
             last_read: 0,
         }
     }
@@ -290,10 +295,17 @@ impl NodeFacts {
 
     /// The node's verdict; for a member, its level value ids are written to its slot.
     fn verdict(&mut self, slot: usize, node: &NodeInfo) -> Verdict {
+        let (flavor_hints, level_hints) =
+            self.label_hints.split_at_mut(self.flavor_node_labels.len());
         let of_flavor = self
             .flavor_node_labels
             .iter()
-            .all(|(k, v)| node.labels.get(k) == Some(v.as_str()));
+            .zip(flavor_hints)
+            .all(|((k, v), hint)| {
+                node.labels
+                    .get_shared_hinted(k, hint)
+                    .is_some_and(|value| **value == **v)
+            });
         if !of_flavor {
             return Verdict::OtherFlavor;
         }
@@ -301,10 +313,10 @@ impl NodeFacts {
             return Verdict::LeftOut(reason);
         }
         let depth = self.levels.len();
-        for (lvl, level) in self.levels.iter().enumerate() {
+        for ((lvl, level), hint) in self.levels.iter().enumerate().zip(level_hints) {
             // The first level it lacks, outermost first (values interned for the levels
             // above are garbage the reset bound covers).
-            let Some(value) = node.labels.get_shared(level) else {
+            let Some(value) = node.labels.get_shared_hinted(level, hint) else {
                 return Verdict::LeftOut(LeftOutReason::MissingLabel(level.clone()));
             };
             self.values[slot * depth + lvl] = self.tables[lvl].intern(value);

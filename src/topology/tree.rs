@@ -185,6 +185,27 @@ fn pool_by<K: Hash + Eq>(count: usize, key: impl Fn(usize) -> K) -> Vec<(usize, 
     pools
 }
 
+/// [`pool_by`] for keys below `bound`: a table indexed by key instead of a hash map.
+fn pool_by_dense(
+    count: usize,
+    bound: usize,
+    key: impl Fn(usize) -> usize,
+) -> Vec<(usize, Vec<usize>)> {
+    let mut pool_of = vec![usize::MAX; bound];
+    let mut pools: Vec<(usize, Vec<usize>)> = Vec::new();
+    for m in 0..count {
+        let pool = &mut pool_of[key(m)];
+        match *pool {
+            usize::MAX => {
+                *pool = pools.len();
+                pools.push((m, vec![m]));
+            }
+            p => pools[p].1.push(m),
+        }
+    }
+    pools
+}
+
 /// Bits that hold every rank of level `lvl` in `paths` (rows of `depth` ranks).
 fn rank_bits(paths: &[u32], depth: usize, lvl: usize) -> u32 {
     let top = paths
@@ -324,8 +345,14 @@ impl TopologyTree {
         // into one; the first node gives the path.
         let leaves = match depth {
             0 => Vec::new(),
-            // A rank stands for its value: hosts pool by their hostname's rank.
-            _ if hostname_lowest => pool_by(members.len(), |m| paths[m * depth + depth - 1]),
+            // A rank stands for its value: hosts pool by their hostname's rank, each below
+            // the number of hostnames ranked.
+            _ if hostname_lowest => {
+                let ranked = facts.ranks(depth - 1).len();
+                pool_by_dense(members.len(), ranked, |m| {
+                    paths[m * depth + depth - 1] as usize
+                })
+            }
             _ => pool_by(members.len(), path),
         };
         // Leaves in the order of their first node's path: walk the members by path and take
