@@ -26,21 +26,6 @@ impl NodeLabels {
         self.position(key).ok().map(|i| &self.0[i].1)
     }
 
-    /// [`Self::get_shared`] for a caller that looks one key up on node after node: `hint` is
-    /// where the key was found last (a cluster's nodes carry the same keys, so it is usually
-    /// at the same position), tried with one comparison before a search; it is set to where
-    /// the key is found.
-    pub fn get_shared_hinted(&self, key: &str, hint: &mut usize) -> Option<&Arc<str>> {
-        if let Some((k, v)) = self.0.get(*hint)
-            && **k == *key
-        {
-            return Some(v);
-        }
-        let i = self.position(key).ok()?;
-        *hint = i;
-        Some(&self.0[i].1)
-    }
-
     /// Whether the node has a label `key` (with any value, empty included).
     pub fn contains_key(&self, key: &str) -> bool {
         self.position(key).is_ok()
@@ -104,6 +89,41 @@ impl NodeLabels {
 
     fn position(&self, key: &str) -> Result<usize, usize> {
         self.0.binary_search_by(|(k, _)| (**k).cmp(key))
+    }
+}
+
+/// One label key looked up on node after node. A cluster's nodes carry the same keys, so the
+/// key is usually where it was on the node before: that position is tried first, and when the
+/// key there is the same shared text as last time (nodes of one cluster state share their
+/// keys) no text is compared at all; otherwise one comparison, and a search only on a miss.
+#[derive(Debug, Clone)]
+pub struct LabelLookup {
+    key: Box<str>,
+    /// Where the key was found last, and the key text found there.
+    last: Option<(usize, Arc<str>)>,
+}
+
+impl LabelLookup {
+    /// A lookup of `key`.
+    pub fn new(key: &str) -> Self {
+        Self {
+            key: key.into(),
+            last: None,
+        }
+    }
+
+    /// The value of the key on `labels`, as the shared text the labels hold.
+    pub fn value_in<'l>(&mut self, labels: &'l NodeLabels) -> Option<&'l Arc<str>> {
+        if let Some((at, text)) = &self.last
+            && let Some((k, v)) = labels.0.get(*at)
+            && (Arc::ptr_eq(k, text) || **k == *self.key)
+        {
+            return Some(v);
+        }
+        let at = labels.position(&self.key).ok()?;
+        let (k, v) = &labels.0[at];
+        self.last = Some((at, Arc::clone(k)));
+        Some(v)
     }
 }
 
@@ -260,23 +280,25 @@ mod tests {
     }
 
     #[test]
-    fn a_hinted_lookup_finds_what_a_search_finds_wherever_the_hint_points() {
+    fn a_lookup_finds_what_a_search_finds_wherever_the_key_was_before() {
+        let mut texts = LabelTexts::default();
         let nodes = [
             labels(&[("block", "b1"), ("rack", "r1"), ("zone", "a")]),
+            labels(&[("block", "b1"), ("rack", "r1"), ("zone", "a")]).interned(&mut texts),
+            labels(&[("block", "b2"), ("rack", "r2"), ("zone", "b")]).interned(&mut texts),
             labels(&[("rack", "r2"), ("zone", "b")]),
-            labels(&[("block", "b2"), ("zone", "c")]),
+            labels(&[("block", "b2"), ("zone", "c")]).interned(&mut texts),
+            labels(&[("block", "b3"), ("rack", "r3"), ("zone", "d")]).interned(&mut texts),
             labels(&[]),
         ];
         for key in ["block", "rack", "zone", "host"] {
-            // Hints from every position a key can be at, one past the end, and far off.
-            for start in [0, 1, 2, 3, usize::MAX] {
-                let mut hint = start;
-                for node in &nodes {
-                    let found = node.get_shared_hinted(key, &mut hint).map(|v| &**v);
-                    assert_eq!(found, node.get(key), "{key} from hint {start} on {node:?}");
-                    if found.is_some() {
-                        assert_eq!(node.iter().nth(hint).map(|(k, _)| k), Some(key));
-                    }
+            // Every order of the nodes a lookup can meet them in, starting anywhere.
+            for start in 0..nodes.len() {
+                let mut lookup = LabelLookup::new(key);
+                for step in 0..2 * nodes.len() {
+                    let node = &nodes[(start + step * 3) % nodes.len()];
+                    let found = lookup.value_in(node).map(|v| &**v);
+                    assert_eq!(found, node.get(key), "{key} on {node:?}");
                 }
             }
         }

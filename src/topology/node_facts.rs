@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use hashbrown::HashTable;
 
+use super::labels::LabelLookup;
 use super::node::NodeInfo;
 use super::tree::LeftOutReason;
 
@@ -194,9 +195,9 @@ pub struct NodeFacts {
     tables: Vec<ValueTable>,
     key_sets: KeySets,
     name_hasher: foldhash::fast::RandomState,
-    /// Where each flavor node label, then each level label, was among the labels of the last
-    /// node read (see [`super::labels::NodeLabels::get_shared_hinted`]).
-    label_hints: Vec<usize>,
+    /// The flavor's node labels, then the level labels, as lookups that remember where the
+    /// last node read had them.
+    lookups: Vec<LabelLookup>,
     /// How many nodes the last refresh read (the others were unchanged).
     last_read: usize,
 }
@@ -215,7 +216,9 @@ impl NodeFacts {
             tables: levels.iter().map(|_| ValueTable::default()).collect(),
             key_sets: KeySets::default(),
             name_hasher: foldhash::fast::RandomState::default(),
-            label_hints: vec![0; flavor_node_labels.len() + levels.len()],
+            lookups: (flavor_node_labels.keys().chain(levels))
+                .map(|key| LabelLookup::new(key))
+                .collect(),
             last_read: 0,
         }
     }
@@ -295,17 +298,10 @@ impl NodeFacts {
 
     /// The node's verdict; for a member, its level value ids are written to its slot.
     fn verdict(&mut self, slot: usize, node: &NodeInfo) -> Verdict {
-        let (flavor_hints, level_hints) =
-            self.label_hints.split_at_mut(self.flavor_node_labels.len());
-        let of_flavor = self
-            .flavor_node_labels
-            .iter()
-            .zip(flavor_hints)
-            .all(|((k, v), hint)| {
-                node.labels
-                    .get_shared_hinted(k, hint)
-                    .is_some_and(|value| **value == **v)
-            });
+        let (flavor_lookups, level_lookups) =
+            self.lookups.split_at_mut(self.flavor_node_labels.len());
+        let of_flavor = (self.flavor_node_labels.values().zip(flavor_lookups))
+            .all(|(want, lookup)| lookup.value_in(&node.labels).is_some_and(|v| **v == **want));
         if !of_flavor {
             return Verdict::OtherFlavor;
         }
@@ -313,10 +309,10 @@ impl NodeFacts {
             return Verdict::LeftOut(reason);
         }
         let depth = self.levels.len();
-        for ((lvl, level), hint) in self.levels.iter().enumerate().zip(level_hints) {
+        for ((lvl, level), lookup) in self.levels.iter().enumerate().zip(level_lookups) {
             // The first level it lacks, outermost first (values interned for the levels
             // above are garbage the reset bound covers).
-            let Some(value) = node.labels.get_shared_hinted(level, hint) else {
+            let Some(value) = lookup.value_in(&node.labels) else {
                 return Verdict::LeftOut(LeftOutReason::MissingLabel(level.clone()));
             };
             self.values[slot * depth + lvl] = self.tables[lvl].intern(value);

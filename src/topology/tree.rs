@@ -206,16 +206,30 @@ fn pool_by_dense(
     pools
 }
 
-/// Bits that hold every rank of level `lvl` in `paths` (rows of `depth` ranks).
-fn rank_bits(paths: &[u32], depth: usize, lvl: usize) -> u32 {
-    let top = paths
-        .iter()
-        .skip(lvl)
-        .step_by(depth)
-        .max()
-        .copied()
-        .unwrap_or(0);
-    u32::BITS - top.leading_zeros()
+/// Members `0..count` in path order (rows of `depth` ranks in `paths`; level `lvl`'s ranks are
+/// below `bounds[lvl]`), equal paths in member order: a stable counting sort per level,
+/// innermost first, so no two paths are ever compared.
+fn sort_by_path(count: usize, depth: usize, paths: &[u32], bounds: &[usize]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..count).collect();
+    let mut sorted = vec![0; count];
+    for lvl in (0..depth).rev() {
+        let rank = |m: usize| paths[m * depth + lvl] as usize;
+        // Where each rank's members start in the sorted order.
+        let mut starts = vec![0usize; bounds[lvl] + 1];
+        for &m in &order {
+            starts[rank(m) + 1] += 1;
+        }
+        for r in 1..starts.len() {
+            starts[r] += starts[r - 1];
+        }
+        for &m in &order {
+            let at = &mut starts[rank(m)];
+            sorted[*at] = m;
+            *at += 1;
+        }
+        std::mem::swap(&mut order, &mut sorted);
+    }
+    order
 }
 
 impl TopologyTree {
@@ -312,33 +326,12 @@ impl TopologyTree {
             .map(|&id| facts.key_set(id).iter().map(|k| resource_ids[k]).collect())
             .collect();
 
-        // Every member, sorted by its full path: the ranks packed into one integer (field
-        // widths from each level's largest rank), so the sort compares one number; paths too
-        // wide for 128 bits compare rank by rank.
+        // Every member, sorted by its full path.
         let path = |m: usize| &paths[m * depth..(m + 1) * depth];
-        let widths: Vec<u32> = (0..depth)
-            .map(|lvl| rank_bits(&paths, depth, lvl))
-            .collect();
-        let packed = widths.iter().sum::<u32>() <= 128;
-        let key = |m: usize| -> u128 {
-            if !packed {
-                return 0;
-            }
-            let mut key = 0u128;
-            for (lvl, &bits) in widths.iter().enumerate() {
-                key = (key << bits) | u128::from(paths[m * depth + lvl]);
-            }
-            key
-        };
-        let mut order: Vec<(u128, usize)> = (0..members.len()).map(|m| (key(m), m)).collect();
-        if packed {
-            order.sort_unstable();
-        } else {
-            order.sort_unstable_by(|a, b| path(a.1).cmp(path(b.1)));
-        }
-        let by_path: Vec<usize> = match depth {
+        let bounds: Vec<usize> = (0..depth).map(|lvl| facts.ranks(lvl).len()).collect();
+        let by_path = match depth {
             0 => Vec::new(),
-            _ => order.into_iter().map(|(_, m)| m).collect(),
+            _ => sort_by_path(members.len(), depth, &paths, &bounds),
         };
 
         // Leaves: nodes sharing a hostname (hostname-lowest) or a full path (otherwise) pool
