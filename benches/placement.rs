@@ -2,7 +2,9 @@
 //! 1,000 and 10,000 one-CPU pods on 5,000, 15,000 and 50,000 nodes (3 levels: block, rack,
 //! host; 40 hosts per rack, 25 racks per block, 32 CPU per host), with a required rack
 //! constraint (1,000 pods) or a preferred block (both sizes), on capacity nobody uses. Also
-//! the topology tree build at each size (G7).
+//! the topology tree build at each size (G7). Each node carries the labels a cloud node has
+//! (18: architecture, OS, instance type, region, zone, node pool, hostname, the two topology
+//! labels ...), their texts shared across nodes as a cluster state shares them.
 //!
 //! ```text
 //! cargo bench --bench placement
@@ -22,6 +24,7 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, criterion_group, criterion_main};
 
 use kube_tas::topology::capacity::FreeCapacity;
+use kube_tas::topology::labels::{LabelTexts, NodeLabels};
 use kube_tas::topology::placement::{GroupRequest, PlacementContext, place_group};
 use kube_tas::topology::tree::TopologyTree;
 use kube_tas::topology::{FeatureGates, NodeInfo, PodSetSpec, TopologyRequest};
@@ -37,17 +40,36 @@ const HOSTS: usize = 40;
 
 fn nodes(blocks: usize) -> Vec<Arc<NodeInfo>> {
     let mut out = Vec::with_capacity(blocks * RACKS * HOSTS);
+    let mut texts = LabelTexts::default();
     for b in 0..blocks {
+        let zone = format!("us-central1-{}", ["a", "b", "c"][b % 3]);
+        let pool = format!("a3-pool-{b:04}");
         for r in 0..RACKS {
             for h in 0..HOSTS {
                 let name = format!("gke-cluster-pool-{b:04}-{r:08x}-{h:04}");
+                let labels: NodeLabels = [
+                    ("beta.kubernetes.io/arch", "amd64"),
+                    ("beta.kubernetes.io/instance-type", "a3-highgpu-8g"),
+                    ("beta.kubernetes.io/os", "linux"),
+                    ("cloud.google.com/gke-boot-disk", "pd-balanced"),
+                    ("cloud.google.com/gke-container-runtime", "containerd"),
+                    ("cloud.google.com/gke-nodepool", &pool),
+                    ("cloud.google.com/gke-os-distribution", "cos"),
+                    ("cloud.google.com/machine-family", "a3"),
+                    ("failure-domain.beta.kubernetes.io/region", "us-central1"),
+                    ("failure-domain.beta.kubernetes.io/zone", &zone),
+                    ("kubernetes.io/arch", "amd64"),
+                    ("kubernetes.io/os", "linux"),
+                    ("node.kubernetes.io/instance-type", "a3-highgpu-8g"),
+                    ("topology.kubernetes.io/region", "us-central1"),
+                    ("topology.kubernetes.io/zone", &zone),
+                    (BLOCK, &format!("b{b}")),
+                    (RACK, &format!("b{b}-r{r}")),
+                    (HOST, &name),
+                ]
+                .into();
                 out.push(Arc::new(NodeInfo {
-                    labels: [
-                        (BLOCK.to_string(), format!("b{b}")),
-                        (RACK.to_string(), format!("b{b}-r{r}")),
-                        (HOST.to_string(), name.clone()),
-                    ]
-                    .into(),
+                    labels: labels.interned(&mut texts),
                     allocatable: [
                         ("cpu".to_string(), 32_000),
                         ("memory".to_string(), 256 << 30),
