@@ -5,7 +5,8 @@
 //! joins, and for Workload-API PodGroups the hostname tree's rebuild and the read of every node
 //! with its usage and a gang's placement on them, on idle nodes and again with four pods on
 //! every node ("busy"), at 15,000 nodes (15 blocks × 25 racks × 40 hosts;
-//! `KUBE_TAS_BENCH_BLOCKS` sets the number of blocks of 1,000 nodes).
+//! `KUBE_TAS_BENCH_BLOCKS` sets the number of blocks of 1,000 nodes). Each node carries a cloud
+//! node's labels besides the three topology labels (18 in all).
 //!
 //! ```text
 //! cargo bench --bench cluster_state
@@ -26,6 +27,7 @@ use kube_tas::cluster::group::GroupKey;
 use kube_tas::cluster::live::{WatchedKind, WatchedPod};
 use kube_tas::cluster::state::ClusterState;
 use kube_tas::cluster::{BoundPod, ResourceFlavor, Topology, WorkloadKind};
+use kube_tas::synthetic::cloud_node_labels;
 use kube_tas::topology::{NodeInfo, podgroup};
 
 const BLOCK: &str = "cloud.provider.com/topology-block";
@@ -49,12 +51,14 @@ const HOSTS: usize = 40;
 fn node(b: usize, r: usize, h: usize, cpu: i64) -> NodeInfo {
     let name = format!("n-{b}-{r}-{h}");
     NodeInfo {
-        labels: [
-            (BLOCK.to_string(), format!("b{b}")),
-            (RACK.to_string(), format!("b{b}-r{r}")),
-            (HOST.to_string(), name.clone()),
-        ]
-        .into(),
+        labels: cloud_node_labels(b)
+            .into_iter()
+            .chain([
+                (BLOCK, format!("b{b}")),
+                (RACK, format!("b{b}-r{r}")),
+                (HOST, name.clone()),
+            ])
+            .collect(),
         allocatable: [
             ("cpu".to_string(), cpu * 1000),
             ("memory".to_string(), 256 << 30),

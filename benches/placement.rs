@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 
+use kube_tas::synthetic::cloud_node_labels;
 use kube_tas::topology::capacity::FreeCapacity;
 use kube_tas::topology::labels::{LabelTexts, NodeLabels};
 use kube_tas::topology::placement::{GroupRequest, PlacementContext, place_group};
@@ -42,32 +43,16 @@ fn nodes(blocks: usize) -> Vec<Arc<NodeInfo>> {
     let mut out = Vec::with_capacity(blocks * RACKS * HOSTS);
     let mut texts = LabelTexts::default();
     for b in 0..blocks {
-        let zone = format!("us-central1-{}", ["a", "b", "c"][b % 3]);
-        let pool = format!("a3-pool-{b:04}");
         for r in 0..RACKS {
             for h in 0..HOSTS {
                 let name = format!("gke-cluster-pool-{b:04}-{r:08x}-{h:04}");
-                let labels: NodeLabels = [
-                    ("beta.kubernetes.io/arch", "amd64"),
-                    ("beta.kubernetes.io/instance-type", "a3-highgpu-8g"),
-                    ("beta.kubernetes.io/os", "linux"),
-                    ("cloud.google.com/gke-boot-disk", "pd-balanced"),
-                    ("cloud.google.com/gke-container-runtime", "containerd"),
-                    ("cloud.google.com/gke-nodepool", &pool),
-                    ("cloud.google.com/gke-os-distribution", "cos"),
-                    ("cloud.google.com/machine-family", "a3"),
-                    ("failure-domain.beta.kubernetes.io/region", "us-central1"),
-                    ("failure-domain.beta.kubernetes.io/zone", &zone),
-                    ("kubernetes.io/arch", "amd64"),
-                    ("kubernetes.io/os", "linux"),
-                    ("node.kubernetes.io/instance-type", "a3-highgpu-8g"),
-                    ("topology.kubernetes.io/region", "us-central1"),
-                    ("topology.kubernetes.io/zone", &zone),
-                    (BLOCK, &format!("b{b}")),
-                    (RACK, &format!("b{b}-r{r}")),
-                    (HOST, &name),
-                ]
-                .into();
+                let mut labels = cloud_node_labels(b);
+                labels.extend([
+                    (BLOCK, format!("b{b}")),
+                    (RACK, format!("b{b}-r{r}")),
+                    (HOST, name.clone()),
+                ]);
+                let labels: NodeLabels = labels.into_iter().collect();
                 out.push(Arc::new(NodeInfo {
                     labels: labels.interned(&mut texts),
                     allocatable: [

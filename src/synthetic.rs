@@ -41,6 +41,38 @@ pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
 /// Container image of generated pods.
 const IMAGE: &str = "registry.k8s.io/pause:3.10";
 
+/// The labels a cloud provider puts on a GPU node beside the topology labels (15: architecture,
+/// OS, instance type, region and zone in both spellings, node pool, boot disk, runtime, OS
+/// distribution, machine family), for a node of block `block` (its zone and node pool follow
+/// the block). Benches give them to their nodes so label reads cost what they cost in a
+/// cluster.
+pub fn cloud_node_labels(block: usize) -> Vec<(&'static str, String)> {
+    let zone = format!("us-central1-{}", ["a", "b", "c"][block % 3]);
+    let fixed = [
+        ("beta.kubernetes.io/arch", "amd64"),
+        ("beta.kubernetes.io/instance-type", "a3-highgpu-8g"),
+        ("beta.kubernetes.io/os", "linux"),
+        ("cloud.google.com/gke-boot-disk", "pd-balanced"),
+        ("cloud.google.com/gke-container-runtime", "containerd"),
+        ("cloud.google.com/gke-os-distribution", "cos"),
+        ("cloud.google.com/machine-family", "a3"),
+        ("failure-domain.beta.kubernetes.io/region", "us-central1"),
+        ("kubernetes.io/arch", "amd64"),
+        ("kubernetes.io/os", "linux"),
+        ("node.kubernetes.io/instance-type", "a3-highgpu-8g"),
+        ("topology.kubernetes.io/region", "us-central1"),
+    ];
+    let mut labels: Vec<(&'static str, String)> =
+        fixed.iter().map(|&(k, v)| (k, v.to_string())).collect();
+    labels.push((
+        "cloud.google.com/gke-nodepool",
+        format!("a3-pool-{block:04}"),
+    ));
+    labels.push(("failure-domain.beta.kubernetes.io/zone", zone.clone()));
+    labels.push(("topology.kubernetes.io/zone", zone));
+    labels
+}
+
 /// Shape of a synthetic cluster: `blocks × racks_per_block × hosts_per_rack` identical nodes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SyntheticCluster {
