@@ -40,6 +40,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Taint, Toleration};
 
+use super::labels::LabelLookup;
 use super::node::{
     NodeInfo, RequiredAffinity, TAINT_EFFECT_NO_SCHEDULE, first_untolerated_taint,
     matches_node_selector, taint_to_string,
@@ -434,9 +435,10 @@ pub fn candidates(
     let mut slot_of: FastMap<&str, usize> = FastMap::default();
     let mut by_value: Vec<(&str, Vec<(&str, usize)>)> = Vec::new();
     let mut before: Option<(&str, usize)> = None;
+    let mut lookup = LabelLookup::new(key);
     for &i in within {
         let node = &nodes[i];
-        let Some(v) = node.labels.get(key) else {
+        let Some(v) = lookup.value_in(&node.labels).map(|v| &**v) else {
             continue;
         };
         let slot = match before {
