@@ -21,11 +21,6 @@ impl NodeLabels {
         self.position(key).ok().map(|i| &*self.0[i].1)
     }
 
-    /// The value of `key` as the shared text the labels hold, if the node has that label.
-    pub fn get_shared(&self, key: &str) -> Option<&Arc<str>> {
-        self.position(key).ok().map(|i| &self.0[i].1)
-    }
-
     /// Whether the node has a label `key` (with any value, empty included).
     pub fn contains_key(&self, key: &str) -> bool {
         self.position(key).is_ok()

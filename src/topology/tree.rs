@@ -340,12 +340,9 @@ impl TopologyTree {
             0 => Vec::new(),
             // A rank stands for its value: hosts pool by their hostname's rank, each below
             // the number of hostnames ranked.
-            _ if hostname_lowest => {
-                let ranked = facts.ranks(depth - 1).len();
-                pool_by_dense(members.len(), ranked, |m| {
-                    paths[m * depth + depth - 1] as usize
-                })
-            }
+            _ if hostname_lowest => pool_by_dense(members.len(), bounds[depth - 1], |m| {
+                paths[m * depth + depth - 1] as usize
+            }),
             _ => pool_by(members.len(), path),
         };
         // Leaves in the order of their first node's path: walk the members by path and take
