@@ -268,11 +268,10 @@ struct Stored {
     res: usize,
     /// The object as JSON without `apiVersion` and `kind` (as a built-in kind's list item).
     body: Box<str>,
-    namespace: String,
-    name: String,
     /// The string-valued labels.
     labels: Vec<(String, String)>,
-    /// The value each field selector of the kind compares (`None`: absent or null), by path.
+    /// The value each field selector of the kind compares (`None`: absent or null), by path;
+    /// `metadata.name` and `metadata.namespace` first.
     fields: Vec<(&'static str, Option<String>)>,
 }
 
@@ -306,8 +305,6 @@ impl Stored {
         Self {
             res,
             body,
-            namespace: meta_str(obj, "namespace").to_string(),
-            name: meta_str(obj, "name").to_string(),
             labels: labels.collect(),
             fields: fields.collect(),
         }
@@ -330,6 +327,14 @@ impl Stored {
     fn label(&self, key: &str) -> Option<&str> {
         let found = self.labels.iter().find(|(k, _)| k == key);
         found.map(|(_, v)| v.as_str())
+    }
+
+    fn name(&self) -> &str {
+        self.field("metadata.name").unwrap_or_default()
+    }
+
+    fn namespace(&self) -> &str {
+        self.field("metadata.namespace").unwrap_or_default()
     }
 
     fn field(&self, path: &str) -> Option<&str> {
@@ -609,7 +614,7 @@ impl Inner {
             .collect();
         let later = self.history.iter().rev().take_while(|e| e.rv > rv);
         for e in later.filter(|e| e.res == r) {
-            let key = (e.obj.namespace.clone(), e.obj.name.clone());
+            let key = (e.obj.namespace().to_string(), e.obj.name().to_string());
             match (&e.prev, e.kind) {
                 (Some(prev), "MODIFIED" | "DELETED") => state.insert(key, prev.clone()),
                 _ => state.remove(&key),
@@ -961,7 +966,7 @@ impl Selectors {
             .fields
             .iter()
             .all(|(path, absent, eq, value)| (obj.field(path).unwrap_or(absent) == value) == *eq);
-        ns.is_none_or(|ns| obj.namespace == ns) && labels_match && fields_match
+        ns.is_none_or(|ns| obj.namespace() == ns) && labels_match && fields_match
     }
 
     /// A history event as a watch with these selectors sees it: objects that start matching
