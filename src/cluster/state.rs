@@ -43,7 +43,7 @@ use super::workloads::{count_pod_of_role, finish_group_pod_sets};
 use super::{BoundPod, Cluster, LostPod, PendingGroupPod, PendingPodSet, Workload};
 use crate::topology::capacity::FreeCapacity;
 use crate::topology::labels::LabelTexts;
-use crate::topology::node_facts::NodeFacts;
+use crate::topology::node_facts::{NodeFacts, NodeReads};
 use crate::topology::resources::{PODS, add_pod_amounts};
 use crate::topology::tree::TopologyTree;
 use crate::topology::{NodeInfo, ResourceList};
@@ -214,6 +214,14 @@ impl ClusterState {
     /// every node, every pod holding capacity, every unfinished Job and every Kueue object.
     pub fn from_cluster(cluster: &Cluster) -> Self {
         let mut state = Self::new();
+        // Flavors first, as a watch usually brings them: each node's facts are read at its
+        // event, not all at the first build.
+        for (name, t) in &cluster.kueue.topologies {
+            state.apply_topology(name, t.clone());
+        }
+        for (name, f) in &cluster.kueue.resource_flavors {
+            state.apply_resource_flavor(name, f.clone());
+        }
         for node in &cluster.nodes {
             state.apply_node(node.clone());
         }
@@ -248,12 +256,6 @@ impl ClusterState {
                     .unwrap_or_else(|| format!("{}/{}", member.group.namespace, member.pod.name));
                 state.apply_pending_member(&uid, member);
             }
-        }
-        for (name, t) in &cluster.kueue.topologies {
-            state.apply_topology(name, t.clone());
-        }
-        for (name, f) in &cluster.kueue.resource_flavors {
-            state.apply_resource_flavor(name, f.clone());
         }
         for (name, q) in &cluster.kueue.cluster_queues {
             state.apply_cluster_queue(name, q.clone());
@@ -317,7 +319,19 @@ impl ClusterState {
             _ => node.labels.interned(&mut self.label_texts),
         };
         self.nodes[id] = Some(Arc::new(node));
+        self.read_node_ahead(id);
         change
+    }
+
+    /// Reads a node's facts now, at its event, for every flavor whose facts are kept: the node
+    /// is in cache here, and the next tree build then reads dense arrays only (at start-up
+    /// too, when the flavors came before the nodes). `None` (a deleted node) drops them.
+    fn read_node_ahead(&mut self, id: usize) {
+        let node = self.nodes[id].as_ref();
+        let kept = self.tree_facts.get_mut().unwrap_or_else(|p| p.into_inner());
+        for facts in kept.values_mut() {
+            facts.read_ahead(id, node);
+        }
     }
 
     /// A node is gone. The usage of pods still recorded on it is kept (their own deletion
@@ -329,6 +343,7 @@ impl ClusterState {
         if self.nodes[id as usize].take().is_none() {
             return false;
         }
+        self.read_node_ahead(id as usize);
         self.live_nodes -= 1;
         self.topology_generation += 1;
         true
@@ -923,6 +938,24 @@ impl ClusterState {
     fn kueue_changed(&mut self) {
         self.topology_generation += 1;
         self.capacity_generation += 1;
+        self.keep_facts_for_flavors();
+    }
+
+    /// Keeps node facts for every TAS flavor (one whose Topology exists), made for its levels
+    /// and node labels, so that nodes are read ahead for it from now on; the facts of flavors
+    /// that are gone or no longer TAS go, and facts made for other levels or node labels are
+    /// started afresh (the next build reads every node).
+    fn keep_facts_for_flavors(&mut self) {
+        let kept = self.tree_facts.get_mut().unwrap_or_else(|p| p.into_inner());
+        kept.retain(|flavor, _| {
+            (self.kueue.resource_flavors.get(flavor))
+                .is_some_and(|rf| tas_levels(&self.kueue, rf).is_some())
+        });
+        for (name, rf) in &self.kueue.resource_flavors {
+            if let Some((_, levels)) = tas_levels(&self.kueue, rf) {
+                facts_for(kept, name, &levels, &rf.spec.node_labels);
+            }
+        }
     }
 
     /// A Topology added or changed.
@@ -1045,31 +1078,19 @@ impl ClusterState {
 
     fn build_flavor(&self, name: &str) -> Option<FlavorTopology> {
         let rf = self.kueue.resource_flavors.get(name)?;
-        let topology_name = rf.spec.topology_name.clone()?;
-        let topology = self.kueue.topologies.get(&topology_name)?;
-        let levels: Vec<String> = topology
-            .spec
-            .levels
-            .iter()
-            .map(|l| l.node_label.clone())
-            .collect();
+        let (topology_name, levels) = tas_levels(&self.kueue, rf)?;
         let started = Instant::now();
         let mut kept = self.tree_facts.lock().unwrap_or_else(|p| p.into_inner());
-        // Facts of flavors that are gone go with them.
-        kept.retain(|flavor, _| self.kueue.resource_flavors.contains_key(flavor));
-        let facts = kept
-            .entry(name.to_string())
-            .or_insert_with(|| NodeFacts::new(&levels, &rf.spec.node_labels));
-        if !facts.is_for(&levels, &rf.spec.node_labels) {
-            *facts = NodeFacts::new(&levels, &rf.spec.node_labels);
-        }
-        let tree = TopologyTree::build_from(&topology_name, facts, &self.nodes);
+        let facts = facts_for(&mut kept, name, &levels, &rf.spec.node_labels);
+        let tree = TopologyTree::build_from(topology_name, facts, &self.nodes);
         // Slots are node ids.
         let member_ids = tree.positions.iter().map(|&p| p as NodeId).collect();
+        let reads = facts.last_reads().unwrap_or_default();
         tracing::debug!(
             flavor = name,
             leaves = tree.leaves().len(),
-            nodes_read = facts.last_read(),
+            nodes_read_at_events = reads.at_events,
+            nodes_read_at_build = reads.at_build,
             build_ms = started.elapsed().as_secs_f64() * 1e3,
             "topology tree built"
         );
@@ -1082,11 +1103,11 @@ impl ClusterState {
         })
     }
 
-    /// How many nodes the last build of a flavor's tree read (the others' facts were kept
-    /// from the build before); `None` before its first build.
-    pub fn nodes_read_by_last_build(&self, flavor: &str) -> Option<usize> {
+    /// How many nodes the last build of a flavor's tree read since the build before, at their
+    /// events and at the build (the others' facts were kept); `None` before its first build.
+    pub fn nodes_read_by_last_build(&self, flavor: &str) -> Option<NodeReads> {
         let kept = self.tree_facts.lock().unwrap_or_else(|p| p.into_inner());
-        kept.get(flavor).map(NodeFacts::last_read)
+        kept.get(flavor).and_then(NodeFacts::last_reads)
     }
 
     /// Free capacity of a flavor's tree now: each member node's current allocatable, minus
@@ -1156,6 +1177,40 @@ impl ClusterState {
             .all(|(k, v)| left(k) >= *v)
             && left(PODS) > requests.get(PODS).copied().unwrap_or(0).max(0)
     }
+}
+
+/// A TAS flavor's Topology name and level labels, outermost first; `None` for a flavor that
+/// names no Topology, or one that does not exist.
+fn tas_levels<'k>(
+    kueue: &'k KueueObjects,
+    rf: &'k ResourceFlavor,
+) -> Option<(&'k str, Vec<String>)> {
+    let topology_name = rf.spec.topology_name.as_deref()?;
+    let topology = kueue.topologies.get(topology_name)?;
+    let levels = topology
+        .spec
+        .levels
+        .iter()
+        .map(|l| l.node_label.clone())
+        .collect();
+    Some((topology_name, levels))
+}
+
+/// The kept facts of a flavor, made for these levels and node labels: new ones (every node
+/// read at the next build) when there are none yet or they were made for others.
+fn facts_for<'f>(
+    kept: &'f mut HashMap<String, NodeFacts>,
+    flavor: &str,
+    levels: &[String],
+    node_labels: &BTreeMap<String, String>,
+) -> &'f mut NodeFacts {
+    let facts = kept
+        .entry(flavor.to_string())
+        .or_insert_with(|| NodeFacts::new(levels, node_labels));
+    if !facts.is_for(levels, node_labels) {
+        *facts = NodeFacts::new(levels, node_labels);
+    }
+    facts
 }
 
 /// The cluster state shared by both doors and its event sources (cheap to clone).

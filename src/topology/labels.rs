@@ -73,6 +73,14 @@ impl NodeLabels {
         Self(pairs.into_boxed_slice())
     }
 
+    /// Whether both hold the very same texts, pair by pair (each key and value the same shared
+    /// allocation): equal labels, known without reading a text.
+    pub fn same_texts_as(&self, other: &Self) -> bool {
+        self.0.len() == other.0.len()
+            && (self.0.iter().zip(other.0.iter()))
+                .all(|((k, v), (ok, ov))| Arc::ptr_eq(k, ok) && Arc::ptr_eq(v, ov))
+    }
+
     /// Whether every key and value is the same allocation as in `texts` (tests).
     pub fn shares_texts_with(&self, texts: &LabelTexts) -> bool {
         self.0.iter().all(|(k, v)| {

@@ -2,7 +2,9 @@
 //! whether the node is a member (or why it is left out), its level values as interned ids,
 //! its allocatable resource names as an interned key set and their amounts, and its name's
 //! hash. A rebuild re-reads only the nodes whose `Arc` changed since the last build, so it
-//! reads dense arrays instead of 15,000 separately allocated label and resource maps.
+//! reads dense arrays instead of 15,000 separately allocated label and resource maps; the
+//! owner of the slots may read a node ahead, at its event, where the node is still in cache,
+//! so that even a first build after start-up reads none.
 //!
 //! Invariants: the facts of a slot were read from exactly the `Arc<NodeInfo>` they keep (the
 //! `Arc` is held, so its address cannot be reused by another node while the facts stand);
@@ -97,15 +99,24 @@ impl ValueTable {
         let ranked = self.order.len();
         if ranked < self.texts.len() {
             let texts = &self.texts;
-            // Sorted as (text, id) pairs: one pointer from a pair to its bytes. Texts are
-            // distinct, so ids never decide.
-            let mut fresh: Vec<(&str, u32)> = (ranked..texts.len())
-                .map(|id| (&*texts[id], id as u32))
+            // Sorted by a key that orders as the texts do (their bytes after the prefix they
+            // all share, packed into an integer), then by the text where keys tie: thousands
+            // of hostnames sort as integers, each text read once, not at every comparison.
+            let shared = shared_prefix(texts[ranked..].iter().map(|t| t.as_bytes()));
+            let mut fresh: Vec<(u128, &str, u32)> = (ranked..texts.len())
+                .map(|id| {
+                    (
+                        order_key(&texts[id].as_bytes()[shared..]),
+                        &*texts[id],
+                        id as u32,
+                    )
+                })
                 .collect();
+            // Texts are distinct, so ids never decide.
             fresh.sort_unstable();
             let mut merged = Vec::with_capacity(texts.len());
             let mut from = 0;
-            for (text, id) in fresh {
+            for (_, text, id) in fresh {
                 let at = from + self.order[from..].partition_point(|&o| &*texts[o as usize] < text);
                 merged.extend_from_slice(&self.order[from..at]);
                 merged.push(id);
@@ -140,6 +151,29 @@ impl ValueTable {
     fn len(&self) -> usize {
         self.texts.len()
     }
+}
+
+/// How many leading bytes all `texts` share (0 for none).
+fn shared_prefix<'t>(mut texts: impl Iterator<Item = &'t [u8]>) -> usize {
+    let Some(first) = texts.next() else {
+        return 0;
+    };
+    texts.fold(first.len(), |shared, t| {
+        first[..shared]
+            .iter()
+            .zip(t)
+            .take_while(|(a, b)| a == b)
+            .count()
+    })
+}
+
+/// The first 16 bytes of `bytes`, big-endian, zero-padded: `a < b` as byte strings implies
+/// `order_key(a) <= order_key(b)`, so keys order texts as the texts do, up to ties.
+fn order_key(bytes: &[u8]) -> u128 {
+    let mut key = [0u8; 16];
+    let n = bytes.len().min(16);
+    key[..n].copy_from_slice(&bytes[..n]);
+    u128::from_be_bytes(key)
 }
 
 /// An id's hash as its table keeps it: its text's (what a table that grows or shrinks rehashes).
@@ -198,8 +232,25 @@ pub struct NodeFacts {
     /// The flavor's node labels, then the level labels, as lookups that remember where the
     /// last node read had them.
     lookups: Vec<LabelLookup>,
-    /// How many nodes the last refresh read (the others were unchanged).
-    last_read: usize,
+    /// Nodes read ahead of a build ([`NodeFacts::read_ahead`]) since the last refresh.
+    read_ahead: usize,
+    /// What the last refresh found read; `None` before the first.
+    last_reads: Option<NodeReads>,
+}
+
+/// How many nodes a build's facts read since the build before: at their events (read ahead)
+/// and at the build itself (the others were unchanged).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeReads {
+    pub at_events: usize,
+    pub at_build: usize,
+}
+
+impl NodeReads {
+    /// Every node read since the build before, wherever it was read.
+    pub fn total(&self) -> usize {
+        self.at_events + self.at_build
+    }
 }
 
 impl NodeFacts {
@@ -219,7 +270,8 @@ impl NodeFacts {
             lookups: (flavor_node_labels.keys().chain(levels))
                 .map(|key| LabelLookup::new(key))
                 .collect(),
-            last_read: 0,
+            read_ahead: 0,
+            last_reads: None,
         }
     }
 
@@ -228,9 +280,52 @@ impl NodeFacts {
         self.levels == levels && self.flavor_node_labels == *flavor_node_labels
     }
 
-    /// How many nodes the last build read (the rest were unchanged since the build before).
-    pub fn last_read(&self) -> usize {
-        self.last_read
+    /// How many nodes the last build's facts read since the build before, and where; `None`
+    /// before the first build.
+    pub fn last_reads(&self) -> Option<NodeReads> {
+        self.last_reads
+    }
+
+    /// Reads one slot's facts now, where the node is at hand (its event), so the next build
+    /// finds them kept and reads dense arrays only: `None` empties the slot. Only a warm-up:
+    /// [`Self::refresh`] still reads any slot whose node is not the one its facts were read
+    /// from, so a slot never read ahead is read at the build.
+    pub fn read_ahead(&mut self, slot: usize, node: Option<&Arc<NodeInfo>>) {
+        if slot >= self.facts.len() {
+            self.facts.resize_with(slot + 1, || None);
+            self.values.resize((slot + 1) * self.levels.len(), 0);
+        }
+        match node {
+            None => self.facts[slot] = None,
+            Some(n)
+                if self.facts[slot]
+                    .as_ref()
+                    .is_some_and(|f| Arc::ptr_eq(n, &f.node)) => {}
+            Some(n) => {
+                self.update(slot, n);
+                self.read_ahead += 1;
+            }
+        }
+    }
+
+    /// Brings a slot's facts up to `node`: when it differs from the node they were read from
+    /// in its allocatable amounts only (the same name, flags, label texts and resource names;
+    /// a capacity update), only the amounts are copied; otherwise it is read afresh.
+    fn update(&mut self, slot: usize, node: &Arc<NodeInfo>) {
+        if let Some(f) = &mut self.facts[slot]
+            && only_amounts_differ(&f.node, node)
+            && (self.key_sets.sets[f.key_set as usize].iter()).eq(node.allocatable.keys())
+        {
+            for (kept, &amount) in f.amounts.iter_mut().zip(node.allocatable.values()) {
+                *kept = amount;
+            }
+            if let Verdict::Member { no_allocatable } = &mut f.verdict {
+                *no_allocatable = node.allocatable.values().all(|&v| v <= 0);
+            }
+            f.node = Arc::clone(node);
+            return;
+        }
+        self.facts[slot] = Some(self.read(slot, node));
     }
 
     /// The levels these facts are for.
@@ -264,14 +359,17 @@ impl NodeFacts {
             }
         }
         for &(slot, node) in &to_read {
-            self.facts[slot] = Some(self.read(slot, node));
+            self.update(slot, node);
         }
         if many {
             for table in &mut self.tables {
                 table.shrink_to_fit();
             }
         }
-        self.last_read = to_read.len();
+        self.last_reads = Some(NodeReads {
+            at_events: std::mem::take(&mut self.read_ahead),
+            at_build: to_read.len(),
+        });
         let live = self.facts.iter().flatten().count();
         let bound = 2 * live + Self::RESET_SLACK;
         if self.tables.iter().any(|t| t.len() > bound) || self.key_sets.sets.len() > bound {
@@ -347,6 +445,17 @@ impl NodeFacts {
     pub(crate) fn name_hasher(&self) -> foldhash::fast::RandomState {
         self.name_hasher.clone()
     }
+}
+
+/// Whether a build reads the same of `new` as of `old` but the allocatable amounts: the same
+/// name, readiness, cordon and label texts (the same shared allocations; labels equal in text
+/// only are read afresh).
+fn only_amounts_differ(old: &NodeInfo, new: &NodeInfo) -> bool {
+    old.name == new.name
+        && old.ready == new.ready
+        && old.ready_condition_missing == new.ready_condition_missing
+        && old.unschedulable == new.unschedulable
+        && old.labels.same_texts_as(&new.labels)
 }
 
 /// Why `node` cannot be a member of any tree, if it cannot (its labels aside).
@@ -427,9 +536,19 @@ mod tests {
         }
     }
 
-    /// A step's change to one slot: `None` keeps its node (the same `Arc`), `Some(content)`
-    /// gives it a new one, or empties it.
-    type Change = Option<Option<Spec>>;
+    /// A new node for a slot.
+    #[derive(Debug, Clone)]
+    enum Edit {
+        /// One made from this spec, or none (the slot empties).
+        Node(Option<Spec>),
+        /// The slot's node with every allocatable amount set to this (the same label texts:
+        /// a capacity update, as the cluster state makes it).
+        Amounts(i64),
+    }
+
+    /// A step's change to one slot: `None` keeps its node (the same `Arc`), `Some((edit,
+    /// ahead))` gives it a new one, read ahead of the build when `ahead`.
+    type Change = Option<(Edit, bool)>;
 
     /// Levels (hostname lowest or not), whether the flavor has a node label, the first slots,
     /// and the steps after (each may add slots at the end).
@@ -437,7 +556,11 @@ mod tests {
 
     fn case() -> impl Strategy<Value = Case> {
         let slot = prop::option::weighted(0.85, spec());
-        let change = prop::option::weighted(0.3, prop::option::weighted(0.85, spec()));
+        let edit = prop_oneof![
+            prop::option::weighted(0.85, spec()).prop_map(Edit::Node),
+            (-1i64..3).prop_map(Edit::Amounts),
+        ];
+        let change = prop::option::weighted(0.3, (edit, any::<bool>()));
         (
             any::<bool>(),
             any::<bool>(),
@@ -488,16 +611,24 @@ mod tests {
     }
 
     /// A build that carries its facts from build to build gives, after every change, the same
-    /// tree as a build from scratch over the same nodes; the cases include builds that read
-    /// no node again, some, and all, and trees that pool hosts and leave nodes out.
+    /// tree as a build from scratch over the same nodes, whether the changed nodes were read
+    /// ahead at their change or at the build; the cases include builds that read no node
+    /// again, some, and all, some read ahead, capacity updates (amounts copied into kept
+    /// facts), and trees that pool hosts and leave nodes out.
     #[test]
     fn a_rebuild_from_kept_facts_is_the_build_from_scratch() {
         let mut runner = TestRunner::new(Config {
             failure_persistence: None,
             ..Config::default()
         });
-        let (reused, reread, pooled, left_out) =
-            (Cell::new(0), Cell::new(0), Cell::new(0), Cell::new(0));
+        let (reused, reread, ahead, amounts, pooled, left_out) = (
+            Cell::new(0),
+            Cell::new(0),
+            Cell::new(0),
+            Cell::new(0),
+            Cell::new(0),
+            Cell::new(0),
+        );
         runner
             .run(&case(), |(hostname_lowest, flavor_label, first, steps)| {
                 let levels: Vec<String> = if hostname_lowest {
@@ -521,8 +652,20 @@ mod tests {
                         if i >= slots.len() {
                             slots.push(None);
                         }
-                        if let Some(content) = change {
-                            slots[i] = content.map(|s| s.node(i));
+                        if let Some((edit, read_ahead)) = change {
+                            slots[i] = match (edit, &slots[i]) {
+                                (Edit::Node(content), _) => content.map(|s| s.node(i)),
+                                (Edit::Amounts(amount), Some(node)) => {
+                                    amounts.set(amounts.get() + 1);
+                                    let mut node = NodeInfo::clone(node);
+                                    node.allocatable.values_mut().for_each(|v| *v = amount);
+                                    Some(Arc::new(node))
+                                }
+                                (Edit::Amounts(_), None) => None,
+                            };
+                            if read_ahead {
+                                facts.read_ahead(i, slots[i].as_ref());
+                            }
                         }
                     }
                     let kept = TopologyTree::build_from("t", &mut facts, &slots);
@@ -549,11 +692,15 @@ mod tests {
                         }
                     }
                     let live = slots.iter().flatten().count();
-                    if facts.last_read() < live {
+                    let reads = facts.last_reads().expect("built");
+                    if reads.total() < live {
                         reused.set(reused.get() + 1);
                     }
-                    if facts.last_read() > 0 {
+                    if reads.at_build > 0 {
                         reread.set(reread.get() + 1);
+                    }
+                    if reads.at_events > 0 {
+                        ahead.set(ahead.get() + 1);
                     }
                     if kept
                         .leaves()
@@ -573,6 +720,8 @@ mod tests {
         for (what, count) in [
             ("builds that kept some facts", reused.get()),
             ("builds that read nodes again", reread.get()),
+            ("builds after nodes read ahead", ahead.get()),
+            ("capacity updates", amounts.get()),
             ("trees that pool hosts", pooled.get()),
             ("trees that leave nodes out", left_out.get()),
         ] {
@@ -598,7 +747,11 @@ mod tests {
         let mut slots: Vec<Option<Arc<NodeInfo>>> = (0..1_500).map(|i| node(i, i / 50)).collect();
         let mut facts = NodeFacts::new(&levels, &BTreeMap::new());
         let first = TopologyTree::build_from("t", &mut facts, &slots);
-        assert_eq!(facts.last_read(), 1_500, "a first build reads every node");
+        assert_eq!(
+            facts.last_reads().map(|r| r.at_build),
+            Some(1_500),
+            "a first build reads every node"
+        );
         assert_eq!(first.leaves().len(), 1_500);
         let held: Vec<(usize, usize)> = facts
             .tables
@@ -615,7 +768,13 @@ mod tests {
         slots[7] = node(7, 29);
         slots.push(node(1_500, 3));
         let kept = TopologyTree::build_from("t", &mut facts, &slots);
-        assert_eq!(facts.last_read(), 2);
+        assert_eq!(
+            facts.last_reads(),
+            Some(NodeReads {
+                at_events: 0,
+                at_build: 2
+            })
+        );
         let fresh = TopologyTree::build(
             "t",
             &levels,
@@ -658,5 +817,61 @@ mod tests {
         // 4,000 hostnames were seen; never more than the bound were held.
         assert!(most > 2 * 20, "the churn reached the table: {most}");
         assert!(most <= 2 * 20 + NodeFacts::RESET_SLACK, "held {most}");
+    }
+
+    /// A table ranks its values as their texts order, ranked in one batch or in two (the
+    /// second merged into the first), whatever they share: long common prefixes, ties past
+    /// the 16 bytes its sort key holds, a text that is the start of another, NUL bytes that
+    /// look like the key's padding, multi-byte characters.
+    #[test]
+    fn ranks_order_values_as_their_texts_order() {
+        let mut runner = TestRunner::new(Config {
+            failure_persistence: None,
+            ..Config::default()
+        });
+        let prefix = prop::sample::select(vec!["", "n-", "gke-cluster-default-pool-1a2b3c4d-"]);
+        let text = (prefix, "[ab\\x00é]{0,24}").prop_map(|(p, body)| format!("{p}{body}"));
+        let (ties, merged) = (Cell::new(0), Cell::new(0));
+        runner
+            .run(
+                &(
+                    prop::collection::vec(text, 1..60),
+                    any::<prop::sample::Index>(),
+                ),
+                |(texts, split)| {
+                    let mut table = ValueTable::default();
+                    let cut = split.index(texts.len() + 1);
+                    for batch in [&texts[..cut], &texts[cut..]] {
+                        for t in batch {
+                            table.intern(&Arc::from(t.as_str()));
+                        }
+                        table.rank_new_values();
+                    }
+                    let mut by_rank: Vec<&str> = vec![""; table.len()];
+                    for (id, text) in table.texts.iter().enumerate() {
+                        by_rank[table.rank[id] as usize] = text;
+                    }
+                    let mut sorted: Vec<&str> = texts.iter().map(String::as_str).collect();
+                    sorted.sort_unstable();
+                    sorted.dedup();
+                    prop_assert_eq!(by_rank, sorted.clone());
+                    let shared = shared_prefix(sorted.iter().map(|t| t.as_bytes()));
+                    let keys: Vec<u128> = sorted
+                        .iter()
+                        .map(|t| order_key(&t.as_bytes()[shared..]))
+                        .collect();
+                    if keys.windows(2).any(|k| k[0] == k[1]) {
+                        ties.set(ties.get() + 1);
+                    }
+                    if cut > 0 && cut < texts.len() {
+                        merged.set(merged.get() + 1);
+                    }
+                    Ok(())
+                },
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+        // The generator makes keys that tie (the texts decide) and rankings in two batches.
+        assert!(ties.get() >= 20, "only {} cases with tied keys", ties.get());
+        assert!(merged.get() >= 20, "only {} merged rankings", merged.get());
     }
 }

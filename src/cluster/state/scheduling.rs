@@ -538,7 +538,10 @@ mod tests {
         assert_eq!(seat_names(&second), ["a", "b", "c"]);
         let read = |s: &ClusterState| {
             let kept = s.hostname_seats.lock().expect("unpoisoned");
-            kept.facts.as_ref().map(NodeFacts::last_read)
+            kept.facts
+                .as_ref()
+                .and_then(NodeFacts::last_reads)
+                .map(|r| r.total())
         };
         assert_eq!(read(&s), Some(1));
         let same = |x: usize| Arc::ptr_eq(&first.tree.nodes[x], &second.tree.nodes[x]);

@@ -377,9 +377,10 @@ fn scoring_usage_follows_pods_in_and_out() {
 /// A tree's members map back to their node ids by position, past deleted nodes (holes in
 /// the ids), nodes left out of the tree, and nodes missing a level label (which the build
 /// reads again without them).
-/// A rebuild reads only the nodes that changed since the flavor's last build and still
-/// places every node where its labels say; a flavor whose Topology changes levels is read
-/// afresh, and a flavor that is gone takes its kept facts with it.
+/// A rebuild reads only the nodes that changed since the flavor's last build (at their events,
+/// once the flavor's facts are kept) and still places every node where its labels say; a
+/// flavor whose Topology changes levels is read afresh, and a flavor that is gone takes its
+/// kept facts with it.
 #[test]
 fn a_rebuild_reads_only_the_nodes_that_changed() {
     let mut s = ClusterState::new();
@@ -389,14 +390,14 @@ fn a_rebuild_reads_only_the_nodes_that_changed() {
     with_flavor(&mut s);
     assert_eq!(s.nodes_read_by_last_build("f"), None);
     s.flavor("f").unwrap();
-    assert_eq!(s.nodes_read_by_last_build("f"), Some(6));
+    assert_eq!(s.nodes_read_by_last_build("f"), reads(0, 6));
     assert_eq!(s.apply_node(node("n1", "r2", 8)), NodeChange::Topology);
     s.apply_node(node("n9", "r3", 8));
     let f = s.flavor("f").unwrap();
     assert_eq!(
         s.nodes_read_by_last_build("f"),
-        Some(2),
-        "the moved node and the new one"
+        reads(2, 0),
+        "the moved node and the new one, at their events"
     );
     for (name, rack) in [("n0", "r1"), ("n1", "r2"), ("n4", "r2"), ("n9", "r3")] {
         let leaf = f.tree.leaf_of_node(name).unwrap();
@@ -409,7 +410,7 @@ fn a_rebuild_reads_only_the_nodes_that_changed() {
     assert_eq!(racks, ["r1", "r2", "r3"]);
     assert!(s.delete_node("n0"));
     let f = s.flavor("f").unwrap();
-    assert_eq!(s.nodes_read_by_last_build("f"), Some(0));
+    assert_eq!(s.nodes_read_by_last_build("f"), reads(0, 0));
     assert_eq!(f.tree.nodes.len(), 6);
     assert!(f.tree.leaf_of_node("n0").is_none());
     // Two levels now: every node read again.
@@ -420,7 +421,7 @@ fn a_rebuild_reads_only_the_nodes_that_changed() {
     .unwrap();
     s.apply_topology("t", topology);
     let f = s.flavor("f").unwrap();
-    assert_eq!(s.nodes_read_by_last_build("f"), Some(6));
+    assert_eq!(s.nodes_read_by_last_build("f"), reads(0, 6));
     assert_eq!(f.tree.leaves().len(), 3);
     s.delete_resource_flavor("f");
     assert!(s.flavor("f").is_none());
@@ -435,6 +436,67 @@ fn a_rebuild_reads_only_the_nodes_that_changed() {
         None,
         "gone with its flavor"
     );
+}
+
+/// Nodes read at their events and at a build, as [`ClusterState::nodes_read_by_last_build`]
+/// says them.
+fn reads(at_events: usize, at_build: usize) -> Option<NodeReads> {
+    Some(NodeReads {
+        at_events,
+        at_build,
+    })
+}
+
+/// Nodes that come after their flavor (as at start-up, when the small Kueue lists arrive
+/// before the node list) are read at their events: the first build reads none and gives the
+/// tree a build from scratch gives; nodes that came before a flavor's Topology are read at
+/// its first build.
+#[test]
+fn nodes_after_their_flavor_are_read_at_their_events() {
+    let mut s = ClusterState::new();
+    with_flavor(&mut s);
+    for i in 0..6 {
+        s.apply_node(node(&format!("n{i}"), if i < 3 { "r1" } else { "r2" }, 8));
+    }
+    s.apply_node(node("n2", "r3", 8));
+    assert!(s.delete_node("n5"));
+    let f = s.flavor("f").unwrap();
+    assert_eq!(
+        s.nodes_read_by_last_build("f"),
+        reads(7, 0),
+        "six nodes and a move, each at its event"
+    );
+    let nodes: Vec<Arc<NodeInfo>> = s.nodes().map(|(_, n)| Arc::new(n.clone())).collect();
+    let fresh = TopologyTree::build("t", &f.tree.levels, &BTreeMap::new(), nodes);
+    let leaves = |t: &TopologyTree| -> Vec<Vec<String>> {
+        t.leaves()
+            .iter()
+            .map(|&l| t.values(l).into_iter().map(str::to_string).collect())
+            .collect()
+    };
+    assert_eq!(leaves(&f.tree), leaves(&fresh));
+    assert_eq!(f.tree.leaves().len(), 5);
+
+    // A flavor whose Topology does not exist yet keeps no facts: its first build reads every
+    // node.
+    let mut s = ClusterState::new();
+    let other: ResourceFlavor = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "g"}, "spec": {"topologyName": "later"}
+    }))
+    .unwrap();
+    s.apply_resource_flavor("g", other);
+    for i in 0..4 {
+        s.apply_node(node(&format!("n{i}"), "r1", 8));
+    }
+    assert!(s.flavor("g").is_none());
+    let topology: Topology = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "later"},
+        "spec": {"levels": [{"nodeLabel": BLOCK}, {"nodeLabel": RACK}]}
+    }))
+    .unwrap();
+    s.apply_topology("later", topology);
+    s.flavor("g").unwrap();
+    assert_eq!(s.nodes_read_by_last_build("g"), reads(0, 4));
 }
 
 #[test]
