@@ -190,8 +190,10 @@ pub struct ClusterState {
     scheduling_pending_by_group: HashMap<GroupKey, BTreeSet<String>>,
     kueue: KueueObjects,
     trees: Mutex<HashMap<String, Arc<FlavorTopology>>>,
-    /// Per flavor, what its last tree build read of each node, so that a rebuild reads only
-    /// the nodes that changed. Locked only while `trees` is (lock order: `trees` first).
+    /// Per TAS flavor (kept from the moment its Topology and flavor are known), what its tree
+    /// builds read of each node, read at each node's event, so that a build reads only the
+    /// nodes not read since. Locked only while `trees` is (lock order: `trees` first); the
+    /// events reach it through `&mut self`, without the lock.
     tree_facts: Mutex<HashMap<String, NodeFacts>>,
     /// What the last build of the Workload-API hostname tree made and read, so that a rebuild
     /// makes seats only for the nodes that changed. Locked only while `trees` is.
@@ -293,6 +295,7 @@ impl ClusterState {
                 if old.labels == node.labels
                     && old.taints == node.taints
                     && old.ready == node.ready
+                    && old.ready_condition_missing == node.ready_condition_missing
                     && old.unschedulable == node.unschedulable
                     && old.allocatable.keys().eq(node.allocatable.keys()) =>
             {

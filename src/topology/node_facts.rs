@@ -6,13 +6,16 @@
 //! owner of the slots may read a node ahead, at its event, where the node is still in cache,
 //! so that even a first build after start-up reads none.
 //!
-//! Invariants: the facts of a slot were read from exactly the `Arc<NodeInfo>` they keep (the
-//! `Arc` is held, so its address cannot be reused by another node while the facts stand);
+//! Invariants: the facts of a slot are what a read of the `Arc<NodeInfo>` they keep gives
+//! (read from it, or from a node that differed from it only in allocatable amounts, with the
+//! amounts copied; the `Arc` is held, so its address cannot be reused by another node while
+//! the facts stand);
 //! every level value id of a member is interned in that level's value table; the tables'
 //! ranks order ids as their texts order; the facts are only for the levels and flavor node
 //! labels they were made with ([`NodeFacts::is_for`]). Tables and key sets only grow between
-//! resets: a reset (everything read again) happens once they hold more than twice what the
-//! live nodes can use, which bounds their size.
+//! resets: a reset (everything read again at the next build) happens once they hold more
+//! than twice what the live nodes can use (at a build) or the slots can (at a read ahead),
+//! which bounds their size.
 
 use std::collections::BTreeMap;
 use std::hash::BuildHasher;
@@ -238,8 +241,9 @@ pub struct NodeFacts {
     last_reads: Option<NodeReads>,
 }
 
-/// How many nodes a build's facts read since the build before: at their events (read ahead)
-/// and at the build itself (the others were unchanged).
+/// How many node reads a build's facts made since the build before: at the nodes' events
+/// (read ahead; a node that changed twice is read twice) and at the build itself (the other
+/// nodes were unchanged). A capacity update whose amounts are copied counts as a read.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct NodeReads {
     pub at_events: usize,
@@ -247,7 +251,7 @@ pub struct NodeReads {
 }
 
 impl NodeReads {
-    /// Every node read since the build before, wherever it was read.
+    /// Every read since the build before, wherever it was made.
     pub fn total(&self) -> usize {
         self.at_events + self.at_build
     }
@@ -304,8 +308,20 @@ impl NodeFacts {
             Some(n) => {
                 self.update(slot, n);
                 self.read_ahead += 1;
+                // Tables grow between builds too: bounded by the slots (the live nodes are
+                // only counted at a build), every node read again at the next one.
+                if self.outgrown(self.facts.len()) {
+                    *self = Self::new(&self.levels, &self.flavor_node_labels);
+                }
             }
         }
+    }
+
+    /// Whether a table or the key sets hold more than twice what `live` nodes can use (plus
+    /// the slack): time for a reset.
+    fn outgrown(&self, live: usize) -> bool {
+        let bound = 2 * live + Self::RESET_SLACK;
+        self.tables.iter().any(|t| t.len() > bound) || self.key_sets.sets.len() > bound
     }
 
     /// Brings a slot's facts up to `node`: when it differs from the node they were read from
@@ -334,8 +350,8 @@ impl NodeFacts {
     }
 
     /// Brings every slot's facts up to date with `slots`: a slot whose node is the same `Arc`
-    /// as last time keeps its facts, any other is read again; values new to a level are
-    /// ranked.
+    /// as last time keeps its facts, any other is brought up to it ([`Self::update`]); values
+    /// new to a level are ranked.
     pub(crate) fn refresh(&mut self, slots: &[Option<Arc<NodeInfo>>]) {
         let depth = self.levels.len();
         self.facts.truncate(slots.len());
@@ -370,9 +386,7 @@ impl NodeFacts {
             at_events: std::mem::take(&mut self.read_ahead),
             at_build: to_read.len(),
         });
-        let live = self.facts.iter().flatten().count();
-        let bound = 2 * live + Self::RESET_SLACK;
-        if self.tables.iter().any(|t| t.len() > bound) || self.key_sets.sets.len() > bound {
+        if self.outgrown(self.facts.iter().flatten().count()) {
             *self = Self::new(&self.levels, &self.flavor_node_labels);
             self.refresh(slots);
             return;
@@ -544,6 +558,12 @@ mod tests {
         /// The slot's node with every allocatable amount set to this (the same label texts:
         /// a capacity update, as the cluster state makes it).
         Amounts(i64),
+        /// The slot's node (the same label texts) with readiness, cordon or the Ready
+        /// condition's presence flipped, by bit.
+        Flags(u8),
+        /// The slot's node (the same label texts) with a resource added, or removed if it had
+        /// it.
+        Keys,
     }
 
     /// A step's change to one slot: `None` keeps its node (the same `Arc`), `Some((edit,
@@ -559,6 +579,8 @@ mod tests {
         let edit = prop_oneof![
             prop::option::weighted(0.85, spec()).prop_map(Edit::Node),
             (-1i64..3).prop_map(Edit::Amounts),
+            (1u8..8).prop_map(Edit::Flags),
+            Just(Edit::Keys),
         ];
         let change = prop::option::weighted(0.3, (edit, any::<bool>()));
         (
@@ -614,14 +636,16 @@ mod tests {
     /// tree as a build from scratch over the same nodes, whether the changed nodes were read
     /// ahead at their change or at the build; the cases include builds that read no node
     /// again, some, and all, some read ahead, capacity updates (amounts copied into kept
-    /// facts), and trees that pool hosts and leave nodes out.
+    /// facts), flag and resource-name changes that keep the label texts (read afresh), and
+    /// trees that pool hosts and leave nodes out.
     #[test]
     fn a_rebuild_from_kept_facts_is_the_build_from_scratch() {
         let mut runner = TestRunner::new(Config {
             failure_persistence: None,
             ..Config::default()
         });
-        let (reused, reread, ahead, amounts, pooled, left_out) = (
+        let (reused, reread, ahead, amounts, same_labels, pooled, left_out) = (
+            Cell::new(0),
             Cell::new(0),
             Cell::new(0),
             Cell::new(0),
@@ -661,7 +685,23 @@ mod tests {
                                     node.allocatable.values_mut().for_each(|v| *v = amount);
                                     Some(Arc::new(node))
                                 }
-                                (Edit::Amounts(_), None) => None,
+                                (Edit::Flags(bits), Some(node)) => {
+                                    same_labels.set(same_labels.get() + 1);
+                                    let mut node = NodeInfo::clone(node);
+                                    node.ready ^= bits & 1 != 0;
+                                    node.unschedulable ^= bits & 2 != 0;
+                                    node.ready_condition_missing ^= bits & 4 != 0;
+                                    Some(Arc::new(node))
+                                }
+                                (Edit::Keys, Some(node)) => {
+                                    same_labels.set(same_labels.get() + 1);
+                                    let mut node = NodeInfo::clone(node);
+                                    if node.allocatable.remove("example.com/nic").is_none() {
+                                        node.allocatable.insert("example.com/nic".into(), 2);
+                                    }
+                                    Some(Arc::new(node))
+                                }
+                                (_, None) => None,
                             };
                             if read_ahead {
                                 facts.read_ahead(i, slots[i].as_ref());
@@ -722,6 +762,10 @@ mod tests {
             ("builds that read nodes again", reread.get()),
             ("builds after nodes read ahead", ahead.get()),
             ("capacity updates", amounts.get()),
+            (
+                "flag or resource changes keeping the label texts",
+                same_labels.get(),
+            ),
             ("trees that pool hosts", pooled.get()),
             ("trees that leave nodes out", left_out.get()),
         ] {
@@ -873,5 +917,38 @@ mod tests {
         // The generator makes keys that tie (the texts decide) and rankings in two batches.
         assert!(ties.get() >= 20, "only {} cases with tied keys", ties.get());
         assert!(merged.get() >= 20, "only {} merged rankings", merged.get());
+    }
+
+    /// Nodes read ahead with no build between keep the tables bounded too: the churn resets
+    /// them, and the build after is the build from scratch.
+    #[test]
+    fn reads_ahead_alone_keep_the_tables_bounded() {
+        let levels: Vec<String> = vec![BLOCK.into(), RACK.into(), HOST.into()];
+        let mut facts = NodeFacts::new(&levels, &BTreeMap::new());
+        let mut slots: Vec<Option<Arc<NodeInfo>>> = vec![None; 20];
+        let mut most = 0;
+        for round in 0..200 {
+            for (i, slot) in slots.iter_mut().enumerate() {
+                let node = NodeBuilder::new(&format!("n{i}"))
+                    .block("b1")
+                    .rack(&format!("r{}", i % 4))
+                    .label(HOST, &format!("h{round}-{i}"))
+                    .cpu(8)
+                    .build();
+                *slot = Some(Arc::new(node));
+                facts.read_ahead(i, slot.as_ref());
+                most = most.max(facts.tables[2].len());
+            }
+        }
+        assert!(most > 2 * 20, "the churn reached the table: {most}");
+        assert!(most <= 2 * 20 + NodeFacts::RESET_SLACK, "held {most}");
+        let kept = TopologyTree::build_from("t", &mut facts, &slots);
+        let fresh = TopologyTree::build(
+            "t",
+            &levels,
+            &BTreeMap::new(),
+            slots.iter().flatten().cloned(),
+        );
+        assert_eq!(describe(&kept), describe(&fresh));
     }
 }

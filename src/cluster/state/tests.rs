@@ -146,6 +146,14 @@ fn capacity_changes_keep_the_tree_and_topology_changes_rebuild_it() {
     not_ready.ready = false;
     assert_eq!(s.apply_node(not_ready), NodeChange::Topology);
     assert!(s.flavor("f").unwrap().tree.leaf_of_node("n1").is_none());
+    // Its Ready condition gone, still not ready: a topology change, and the tree says why.
+    let mut no_condition = node("n1", "r2", 16);
+    no_condition.ready = false;
+    no_condition.ready_condition_missing = true;
+    assert_eq!(s.apply_node(no_condition), NodeChange::Topology);
+    let why = s.flavor("f").unwrap().tree.left_out.describe();
+    let reason = crate::topology::tree::LeftOutReason::NoReadyCondition.to_string();
+    assert!(why.contains(&reason), "{why}");
 }
 
 #[test]
