@@ -591,6 +591,26 @@ mod tests {
         )
     }
 
+    /// A build from scratch over the slots' nodes (empty slots skipped).
+    fn build_from_scratch(
+        levels: &[String],
+        labels: &BTreeMap<String, String>,
+        slots: &[Option<Arc<NodeInfo>>],
+    ) -> TopologyTree {
+        TopologyTree::build("t", levels, labels, slots.iter().flatten().cloned())
+    }
+
+    /// Node `i` of a churn round: in rack `i % 4`, with a hostname new in every round.
+    fn churned(round: usize, i: usize) -> Arc<NodeInfo> {
+        let node = NodeBuilder::new(&format!("n{i}"))
+            .block("b1")
+            .rack(&format!("r{}", i % 4))
+            .label(HOST, &format!("h{round}-{i}"))
+            .cpu(8)
+            .build();
+        Arc::new(node)
+    }
+
     /// Everything a tree says, independent of hash order and hashers.
     fn describe(tree: &TopologyTree) -> String {
         let domains: Vec<String> = (0..tree.domains.len())
@@ -709,8 +729,7 @@ mod tests {
                         }
                     }
                     let kept = TopologyTree::build_from("t", &mut facts, &slots);
-                    let live: Vec<Arc<NodeInfo>> = slots.iter().flatten().cloned().collect();
-                    let fresh = TopologyTree::build("t", &levels, &labels, live);
+                    let fresh = build_from_scratch(&levels, &labels, &slots);
                     // Slots and positions among the live nodes differ only by the empty slots.
                     let slot_of: Vec<usize> =
                         (0..slots.len()).filter(|&i| slots[i].is_some()).collect();
@@ -819,12 +838,7 @@ mod tests {
                 at_build: 2
             })
         );
-        let fresh = TopologyTree::build(
-            "t",
-            &levels,
-            &BTreeMap::new(),
-            slots.iter().flatten().cloned(),
-        );
+        let fresh = build_from_scratch(&levels, &BTreeMap::new(), &slots);
         assert_eq!(describe(&kept), describe(&fresh));
         assert_eq!(
             facts.tables.iter().map(ValueTable::len).collect::<Vec<_>>(),
@@ -841,17 +855,8 @@ mod tests {
         let mut facts = NodeFacts::new(&levels, &BTreeMap::new());
         let mut most = 0;
         for round in 0..200 {
-            let slots: Vec<Option<Arc<NodeInfo>>> = (0..20)
-                .map(|i| {
-                    let node = NodeBuilder::new(&format!("n{i}"))
-                        .block("b1")
-                        .rack(&format!("r{}", i % 4))
-                        .label(HOST, &format!("h{round}-{i}"))
-                        .cpu(8)
-                        .build();
-                    Some(Arc::new(node))
-                })
-                .collect();
+            let slots: Vec<Option<Arc<NodeInfo>>> =
+                (0..20).map(|i| Some(churned(round, i))).collect();
             let tree = TopologyTree::build_from("t", &mut facts, &slots);
             assert_eq!(tree.leaves().len(), 20, "round {round}");
             let host = tree.value(tree.leaves()[0]);
@@ -929,13 +934,7 @@ mod tests {
         let mut most = 0;
         for round in 0..200 {
             for (i, slot) in slots.iter_mut().enumerate() {
-                let node = NodeBuilder::new(&format!("n{i}"))
-                    .block("b1")
-                    .rack(&format!("r{}", i % 4))
-                    .label(HOST, &format!("h{round}-{i}"))
-                    .cpu(8)
-                    .build();
-                *slot = Some(Arc::new(node));
+                *slot = Some(churned(round, i));
                 facts.read_ahead(i, slot.as_ref());
                 most = most.max(facts.tables[2].len());
             }
@@ -943,12 +942,7 @@ mod tests {
         assert!(most > 2 * 20, "the churn reached the table: {most}");
         assert!(most <= 2 * 20 + NodeFacts::RESET_SLACK, "held {most}");
         let kept = TopologyTree::build_from("t", &mut facts, &slots);
-        let fresh = TopologyTree::build(
-            "t",
-            &levels,
-            &BTreeMap::new(),
-            slots.iter().flatten().cloned(),
-        );
+        let fresh = build_from_scratch(&levels, &BTreeMap::new(), &slots);
         assert_eq!(describe(&kept), describe(&fresh));
     }
 }
