@@ -1138,7 +1138,7 @@ impl ClusterState {
         let tree = &f.tree;
         let mut free = FreeCapacity::zero(tree);
         for &leaf in tree.leaves() {
-            for &m in &tree.domains[leaf].nodes {
+            for &m in tree.leaf_members(leaf) {
                 let id = f.member_ids[m];
                 let Some(node) = self.node(id) else {
                     continue;

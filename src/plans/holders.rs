@@ -279,7 +279,7 @@ fn without_holds(
     let tree = &flavor.tree;
     let mut out = free.clone();
     for &leaf in tree.leaves() {
-        for &m in &tree.domains[leaf].nodes {
+        for &m in tree.leaf_members(leaf) {
             let id = flavor.member_ids[m];
             if state.node(id).is_none() {
                 continue;
@@ -301,7 +301,7 @@ fn plans_on<'a>(
     let tree = &flavor.tree;
     leaves
         .iter()
-        .flat_map(|&leaf| tree.domains[leaf].nodes.iter())
+        .flat_map(|&leaf| tree.leaf_members(leaf))
         .filter_map(|&m| holds.get(&flavor.member_ids[m]))
         .flat_map(|h| h.plans.iter().copied())
         .collect()

@@ -1515,7 +1515,7 @@ impl PlanBook {
         leaf: DomainIdx,
         plan: &Plan,
     ) -> usize {
-        let members = &flavor.tree.domains[leaf].nodes;
+        let members = flavor.tree.leaf_members(leaf);
         members
             .iter()
             .copied()
@@ -1931,8 +1931,7 @@ fn seat_nodes<'a>(plan: &'a Plan, seat: &'a Seat) -> Vec<&'a str> {
     if tree.hostname_lowest {
         return vec![tree.nodes[seat.member].name.as_str()];
     }
-    tree.domains[seat.leaf]
-        .nodes
+    tree.leaf_members(seat.leaf)
         .iter()
         .map(|&m| tree.nodes[m].name.as_str())
         .collect()

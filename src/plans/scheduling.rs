@@ -479,7 +479,7 @@ impl PlanBook {
                 let member = flavor
                     .tree
                     .leaf_of_node(&a.node)
-                    .and_then(|l| flavor.tree.domains[l].nodes.first().map(|&m| (l, m)));
+                    .and_then(|l| flavor.tree.leaf_members(l).first().map(|&m| (l, m)));
                 let Some((leaf_idx, member)) = member else {
                     // The seat tree holds every node the core was given, so this is a node
                     // gone in between: nothing of the tree is seated, the pod asks again.

@@ -169,7 +169,7 @@ fn render_domain(
         );
     } else {
         let _ = writeln!(out, "{prefix}{branch}{name}");
-        let kids: Vec<DomainIdx> = dom.children.iter().copied().filter(|&c| shown(c)).collect();
+        let kids: Vec<DomainIdx> = dom.children.clone().filter(|&c| shown(c)).collect();
         let next = format!("{prefix}{}", if last { "   " } else { "│  " });
         for (i, &c) in kids.iter().enumerate() {
             render_domain(out, f, c, &next, i + 1 == kids.len(), shown);
@@ -183,7 +183,7 @@ fn subtree_has_pods(f: &FlavorReport, d: DomainIdx) -> bool {
     if dom.children.is_empty() {
         return f.placed.contains_key(&d);
     }
-    dom.children.iter().any(|&c| subtree_has_pods(f, c))
+    dom.children.clone().any(|c| subtree_has_pods(f, c))
 }
 
 fn free_text(f: &FlavorReport, leaf: DomainIdx) -> String {

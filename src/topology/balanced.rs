@@ -38,7 +38,7 @@ impl Evaluation<'_> {
         } else {
             tree.by_level[level - 1]
                 .iter()
-                .map(|&p| tree.domains[p].children.clone())
+                .map(|&p| tree.domains[p].children.clone().collect())
                 .collect()
         };
         let mut best: Option<(i64, i64, Vec<DomainIdx>, Saved)> = None;
@@ -112,7 +112,7 @@ impl Evaluation<'_> {
             }
             let kids: Vec<DomainIdx> = r
                 .iter()
-                .flat_map(|&d| tree.domains[d].children.iter().copied())
+                .flat_map(|&d| tree.domains[d].children.clone())
                 .collect();
             (kids, self.p.level + 1)
         } else {
@@ -158,7 +158,7 @@ impl Evaluation<'_> {
     /// `lower(X)`: X's children when the preferred level is above the slice level, else X.
     fn lower(&self, d: DomainIdx) -> Vec<DomainIdx> {
         if self.p.level < self.p.slice_level {
-            self.ctx.tree.domains[d].children.clone()
+            self.ctx.tree.domains[d].children.clone().collect()
         } else {
             vec![d]
         }
@@ -209,14 +209,14 @@ impl Evaluation<'_> {
         let has_leader = self.p.leader_count > 0;
         for &g in group {
             let children = tree.domains[g].children.clone();
-            for &c in &children {
+            for c in children.clone() {
                 self.prune_one(c, t, has_leader);
             }
             if !children.is_empty() {
                 let affinity = self.counts[g].affinity;
                 let level = tree.domains[g].level;
                 self.counts[g] = combine(
-                    children.iter().map(|&c| self.counts[c]),
+                    children.map(|c| self.counts[c]),
                     None,
                     level == self.p.slice_level,
                     self.p.slice_size,
@@ -331,13 +331,12 @@ impl Evaluation<'_> {
 
     /// Shannon entropy (bits) of the children's pod counts.
     fn entropy(&self, d: DomainIdx) -> f64 {
-        let kids = &self.ctx.tree.domains[d].children;
-        let total: i64 = kids.iter().map(|&k| self.counts[k].pods.max(0)).sum();
+        let kids = self.ctx.tree.domains[d].children.clone();
+        let total: i64 = kids.clone().map(|k| self.counts[k].pods.max(0)).sum();
         if total <= 0 {
             return 0.0;
         }
-        kids.iter()
-            .map(|&k| self.counts[k].pods)
+        kids.map(|k| self.counts[k].pods)
             .filter(|&p| p > 0)
             .map(|p| {
                 let q = p as f64 / total as f64;

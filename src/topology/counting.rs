@@ -104,7 +104,7 @@ pub fn aggregate(
         let round = size_at_level.get(&(level + 1)).copied();
         for &d in &tree.by_level[level] {
             counts[d] = combine(
-                tree.domains[d].children.iter().map(|&c| counts[c]),
+                tree.domains[d].children.clone().map(|c| counts[c]),
                 round,
                 level == slice_level,
                 slice_size,

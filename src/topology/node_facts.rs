@@ -616,8 +616,8 @@ mod tests {
         let domains: Vec<String> = (0..tree.domains.len())
             .map(|d| {
                 let domain = &tree.domains[d];
-                let nodes: Vec<&str> = domain
-                    .nodes
+                let nodes: Vec<&str> = tree
+                    .leaf_members(d)
                     .iter()
                     .map(|&n| tree.nodes[n].name.as_str())
                     .collect();
@@ -764,7 +764,7 @@ mod tests {
                     if kept
                         .leaves()
                         .iter()
-                        .any(|&l| kept.domains[l].nodes.len() > 1)
+                        .any(|&l| kept.leaf_members(l).len() > 1)
                     {
                         pooled.set(pooled.get() + 1);
                     }

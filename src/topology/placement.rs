@@ -696,7 +696,7 @@ impl<'a> Evaluation<'a> {
             while lvl < self.p.slice_level.min(depth - 1) {
                 let mut pool: Vec<DomainIdx> = fit
                     .iter()
-                    .flat_map(|&d| tree.domains[d].children.iter().copied())
+                    .flat_map(|&d| tree.domains[d].children.clone())
                     .collect();
                 self.sort_domains(&mut pool, false);
                 fit = self.update_counts_to_minimum(pool, count, lc, ss, true);
@@ -711,7 +711,7 @@ impl<'a> Evaluation<'a> {
             };
             let mut next = Vec::new();
             for &p in &fit {
-                let mut kids = tree.domains[p].children.clone();
+                let mut kids: Vec<DomainIdx> = tree.domains[p].children.clone().collect();
                 self.sort_domains(&mut kids, false);
                 if unit > 1 {
                     for &k in &kids {

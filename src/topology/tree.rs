@@ -8,9 +8,9 @@
 //! through their [`NodeFacts`] (level values ranked as integers, resources as numbered key
 //! sets), which a caller may keep between builds so that a rebuild reads only what changed.
 
-use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasher, Hash};
+use std::ops::Range;
 use std::sync::Arc;
 
 use hashbrown::HashTable;
@@ -38,12 +38,14 @@ pub struct Domain {
     pub first_node: usize,
     /// Parent domain (none at level 0).
     pub parent: Option<DomainIdx>,
-    /// Child domains, sorted by values.
-    pub children: Vec<DomainIdx>,
+    /// Child domains, sorted by values: they come one after another in the level below
+    /// (empty for a leaf).
+    pub children: Range<DomainIdx>,
     /// Position of this domain in its level's sorted list (Kueue's level-values order).
     pub rank: usize,
-    /// For a leaf: the nodes pooled in it (indexes into [`TopologyTree::nodes`]), first node first.
-    pub nodes: Vec<usize>,
+    /// For a leaf: where its nodes are in the tree's leaf members
+    /// ([`TopologyTree::leaf_members`]); empty above the leaves.
+    members: Range<usize>,
 }
 
 /// The topology tree for one flavor at one cluster generation.
@@ -73,6 +75,9 @@ pub struct TopologyTree {
     /// (zero above the leaves). The same layout as a `FreeCapacity`: `FreeCapacity::empty`
     /// is a copy of it.
     capacity: Vec<i64>,
+    /// Every leaf's pooled nodes (indexes into [`TopologyTree::nodes`]), leaf after leaf
+    /// (each [`Domain`] says where its own are).
+    leaf_members: Vec<usize>,
     /// The leaf of each member node, found by the node's name: `(member, leaf)` entries
     /// hashed by [`TopologyTree::name_hasher`], so no name is copied. Node names are unique
     /// (the cluster state keys nodes by name); of two members given the same name, which one
@@ -167,22 +172,20 @@ impl LeftOut {
     }
 }
 
-/// Members `0..count` pooled by `key`: per distinct key in order of first appearance, its
-/// first member and all its members.
-fn pool_by<K: Hash + Eq>(count: usize, key: impl Fn(usize) -> K) -> Vec<(usize, Vec<usize>)> {
-    let mut pool_of: FastMap<K, usize> =
-        FastMap::with_capacity_and_hasher(count, Default::default());
-    let mut pools: Vec<(usize, Vec<usize>)> = Vec::new();
+/// Members `0..count` pooled by `key`: each member's pool (numbered in order of first
+/// appearance) and each pool's first member.
+fn pool_by<K: Hash + Eq>(count: usize, key: impl Fn(usize) -> K) -> (Vec<u32>, Vec<usize>) {
+    let mut pool_of: FastMap<K, u32> = FastMap::with_capacity_and_hasher(count, Default::default());
+    let mut pools = Vec::with_capacity(count);
+    let mut firsts = Vec::new();
     for m in 0..count {
-        match pool_of.entry(key(m)) {
-            Entry::Occupied(pool) => pools[*pool.get()].1.push(m),
-            Entry::Vacant(slot) => {
-                slot.insert(pools.len());
-                pools.push((m, vec![m]));
-            }
-        }
+        let pool = *pool_of.entry(key(m)).or_insert_with(|| {
+            firsts.push(m);
+            firsts.len() as u32 - 1
+        });
+        pools.push(pool);
     }
-    pools
+    (pools, firsts)
 }
 
 /// [`pool_by`] for keys below `bound`: a table indexed by key instead of a hash map.
@@ -190,20 +193,19 @@ fn pool_by_dense(
     count: usize,
     bound: usize,
     key: impl Fn(usize) -> usize,
-) -> Vec<(usize, Vec<usize>)> {
-    let mut pool_of = vec![usize::MAX; bound];
-    let mut pools: Vec<(usize, Vec<usize>)> = Vec::new();
+) -> (Vec<u32>, Vec<usize>) {
+    let mut pool_of = vec![u32::MAX; bound];
+    let mut pools = Vec::with_capacity(count);
+    let mut firsts = Vec::new();
     for m in 0..count {
         let pool = &mut pool_of[key(m)];
-        match *pool {
-            usize::MAX => {
-                *pool = pools.len();
-                pools.push((m, vec![m]));
-            }
-            p => pools[p].1.push(m),
+        if *pool == u32::MAX {
+            *pool = firsts.len() as u32;
+            firsts.push(m);
         }
+        pools.push(*pool);
     }
-    pools
+    (pools, firsts)
 }
 
 /// Members `0..count` in path order (rows of `depth` ranks in `paths`; level `lvl`'s ranks are
@@ -335,9 +337,9 @@ impl TopologyTree {
         };
 
         // Leaves: nodes sharing a hostname (hostname-lowest) or a full path (otherwise) pool
-        // into one; the first node gives the path.
-        let leaves = match depth {
-            0 => Vec::new(),
+        // into one; the first node (the lowest member) gives the path.
+        let (pool_of, pool_first) = match depth {
+            0 => (Vec::new(), Vec::new()),
             // A rank stands for its value: hosts pool by their hostname's rank, each below
             // the number of hostnames ranked.
             _ if hostname_lowest => pool_by_dense(members.len(), bounds[depth - 1], |m| {
@@ -347,50 +349,47 @@ impl TopologyTree {
         };
         // Leaves in the order of their first node's path: walk the members by path and take
         // each leaf where its first node comes.
-        let mut leaf_of_member = vec![usize::MAX; members.len()];
-        for (i, (_, nodes)) in leaves.iter().enumerate() {
-            for &m in nodes {
-                leaf_of_member[m] = i;
+        let mut leaf_of_pool = vec![0usize; pool_first.len()];
+        let mut leaf_first: Vec<usize> = Vec::with_capacity(pool_first.len());
+        for &m in &by_path {
+            let pool = pool_of[m] as usize;
+            if pool_first[pool] == m {
+                leaf_of_pool[pool] = leaf_first.len();
+                leaf_first.push(m);
             }
         }
-        let mut drafts: Vec<Option<(usize, Vec<usize>)>> = leaves.into_iter().map(Some).collect();
-        let leaves: Vec<(usize, Vec<usize>)> = by_path
-            .iter()
-            .filter_map(|&m| {
-                let slot = &mut drafts[leaf_of_member[m]];
-                if slot.as_ref().is_some_and(|(first, _)| *first == m) {
-                    slot.take()
-                } else {
-                    None
-                }
-            })
-            .collect();
+        // Every leaf's members in one array, leaf after leaf, each leaf's in member order
+        // (first node first): leaf `k`'s are `leaf_members[leaf_start[k]..leaf_start[k + 1]]`.
+        let mut leaf_start = vec![0usize; leaf_first.len() + 1];
+        for &pool in &pool_of {
+            leaf_start[leaf_of_pool[pool as usize] + 1] += 1;
+        }
+        for k in 1..leaf_start.len() {
+            leaf_start[k] += leaf_start[k - 1];
+        }
+        let mut leaf_members = vec![0usize; members.len()];
+        let mut cursor = leaf_start.clone();
+        for (m, &pool) in pool_of.iter().enumerate() {
+            let at = &mut cursor[leaf_of_pool[pool as usize]];
+            leaf_members[*at] = m;
+            *at += 1;
+        }
 
         // Every prefix of a leaf's path is a domain: walking the sorted leaves, a level starts
-        // a new domain whenever its value or a level above it changes.
-        struct Draft {
-            first: usize,
-            parent: Option<usize>,
-            nodes: Vec<usize>,
-        }
-        let mut per_level: Vec<Vec<Draft>> = (0..depth).map(|_| Vec::new()).collect();
+        // a new domain whenever its value or a level above it changes. Per level, each
+        // domain's first node and its parent's position in the level above; a level's `k`th
+        // domain at the lowest level is leaf `k`.
+        let mut per_level: Vec<Vec<(usize, Option<usize>)>> = vec![Vec::new(); depth];
         let mut previous: Option<&[u32]> = None;
-        for (first, nodes) in leaves {
+        for &first in &leaf_first {
             let p = path(first);
             let mut changed = false;
             for lvl in 0..depth {
                 changed = changed || previous.is_none_or(|q| q[lvl] != p[lvl]);
                 if changed {
                     let parent = lvl.checked_sub(1).map(|up| per_level[up].len() - 1);
-                    per_level[lvl].push(Draft {
-                        first,
-                        parent,
-                        nodes: Vec::new(),
-                    });
+                    per_level[lvl].push((first, parent));
                 }
-            }
-            if let Some(leaf) = per_level.last_mut().and_then(|l| l.last_mut()) {
-                leaf.nodes = nodes;
             }
             previous = Some(p);
         }
@@ -405,15 +404,25 @@ impl TopologyTree {
         let mut capacity = vec![0i64; width * total];
         let mut by_level = Vec::with_capacity(depth);
         for (lvl, level_domains) in per_level.into_iter().enumerate() {
+            let lowest = lvl + 1 == depth;
             let mut ids = Vec::with_capacity(level_domains.len());
-            for (rank, draft) in level_domains.into_iter().enumerate() {
+            for (rank, (first, parent)) in level_domains.into_iter().enumerate() {
                 let idx = domains.len();
-                let parent = draft.parent.map(|p| offsets[lvl - 1] + p);
+                let parent = parent.map(|p| offsets[lvl - 1] + p);
+                // A parent's children come one after another in the level below.
                 if let Some(p) = parent {
-                    domains[p].children.push(idx);
+                    let children = &mut domains[p].children;
+                    *children = match Range::is_empty(children) {
+                        true => idx..idx + 1,
+                        false => children.start..idx + 1,
+                    };
                 }
+                let members = match lowest {
+                    true => leaf_start[rank]..leaf_start[rank + 1],
+                    false => 0..0,
+                };
                 let row = &mut capacity[idx * width..(idx + 1) * width];
-                for &n in &draft.nodes {
+                for &n in &leaf_members[members.clone()] {
                     let ids = &key_set_ids[key_set_of[n] as usize];
                     for (&id, value) in ids.iter().zip(&member_facts(n).amounts) {
                         row[id] = row[id].saturating_add(*value);
@@ -421,11 +430,11 @@ impl TopologyTree {
                 }
                 domains.push(Domain {
                     level: lvl,
-                    first_node: draft.first,
+                    first_node: first,
                     parent,
-                    children: Vec::new(),
+                    children: 0..0,
                     rank,
-                    nodes: draft.nodes,
+                    members,
                 });
                 ids.push(idx);
             }
@@ -435,7 +444,7 @@ impl TopologyTree {
         let mut node_leaf = HashTable::with_capacity(members.len());
         if let Some(leaf_ids) = by_level.last() {
             for &leaf in leaf_ids {
-                for &n in &domains[leaf].nodes {
+                for &n in &leaf_members[domains[leaf].members.clone()] {
                     node_leaf.insert_unique(member_facts(n).name_hash, (n, leaf), |&(m, _)| {
                         member_facts(m).name_hash
                     });
@@ -453,6 +462,7 @@ impl TopologyTree {
             nodes: member_nodes,
             positions,
             capacity,
+            leaf_members,
             node_leaf,
             name_hasher,
             resource_ids,
@@ -548,7 +558,7 @@ impl TopologyTree {
         let mut stack = roots.to_vec();
         while let Some(d) = stack.pop() {
             out.push(d);
-            stack.extend(self.domains[d].children.iter().copied());
+            stack.extend(self.domains[d].children.clone());
         }
         out
     }
@@ -562,7 +572,7 @@ impl TopologyTree {
         {
             frontier = frontier
                 .iter()
-                .flat_map(|&f| self.domains[f].children.iter().copied())
+                .flat_map(|&f| self.domains[f].children.clone())
                 .collect();
         }
         frontier
@@ -570,7 +580,13 @@ impl TopologyTree {
 
     /// The first node of a leaf: the one whose labels and taints the node filters read.
     pub fn leaf_node(&self, leaf: DomainIdx) -> Option<&NodeInfo> {
-        self.domains[leaf].nodes.first().map(|&n| &*self.nodes[n])
+        self.leaf_members(leaf).first().map(|&n| &*self.nodes[n])
+    }
+
+    /// A leaf's pooled nodes (indexes into [`TopologyTree::nodes`]), first node first; none
+    /// for a domain above the leaves.
+    pub fn leaf_members(&self, d: DomainIdx) -> &[usize] {
+        &self.leaf_members[self.domains[d].members.clone()]
     }
 }
 
@@ -609,8 +625,8 @@ mod tests {
         assert_eq!(leaves.len(), 2);
         assert_eq!(tree.values(leaves[0]), ["b1", "r1", "h0"]);
         assert_eq!(tree.values(leaves[1]), ["b2", "r1", "h1"]);
-        let pooled: Vec<&str> = tree.domains[leaves[1]]
-            .nodes
+        let pooled: Vec<&str> = tree
+            .leaf_members(leaves[1])
             .iter()
             .map(|&m| tree.nodes[m].name.as_str())
             .collect();
@@ -682,8 +698,8 @@ mod tests {
                 assert_eq!(tree.domains[d].rank, rank);
                 let children: Vec<Vec<&str>> = tree.domains[d]
                     .children
-                    .iter()
-                    .map(|&c| tree.values(c))
+                    .clone()
+                    .map(|c| tree.values(c))
                     .collect();
                 let mut in_order = children.clone();
                 in_order.sort();
@@ -705,7 +721,7 @@ mod tests {
             .find(|&&d| tree.values(d) == ["b1", "r2"])
             .copied()
             .unwrap();
-        assert_eq!(tree.domains[b1r2].nodes.len(), 2);
+        assert_eq!(tree.leaf_members(b1r2).len(), 2);
     }
 
     /// Each reason a node of the flavor takes none of its pods is counted and named; nodes of

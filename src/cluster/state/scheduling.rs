@@ -582,7 +582,7 @@ mod tests {
             third
                 .tree
                 .leaf_of_node("aa")
-                .map(|l| third.tree.domains[l].nodes.len()),
+                .map(|l| third.tree.leaf_members(l).len()),
             Some(1)
         );
 
