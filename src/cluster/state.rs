@@ -25,7 +25,7 @@
 //! missing tree under the read lock.
 
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Instant;
 
@@ -941,24 +941,26 @@ impl ClusterState {
     fn kueue_changed(&mut self) {
         self.topology_generation += 1;
         self.capacity_generation += 1;
-        self.keep_facts_for_flavors();
+        self.keep_only_tas_flavors();
     }
 
     /// Keeps node facts for every TAS flavor (one whose Topology exists), made for its levels
-    /// and node labels, so that nodes are read ahead for it from now on; the facts of flavors
-    /// that are gone or no longer TAS go, and facts made for other levels or node labels are
-    /// started afresh (the next build reads every node).
-    fn keep_facts_for_flavors(&mut self) {
+    /// and node labels, so that nodes are read ahead for it from now on; facts made for other
+    /// levels or node labels are started afresh (the next build reads every node). The facts
+    /// and cached trees of flavors that are gone or no longer TAS go: a deleted flavor holds
+    /// no tree of thousands of nodes.
+    fn keep_only_tas_flavors(&mut self) {
         let kept = self.tree_facts.get_mut().unwrap_or_else(|p| p.into_inner());
-        kept.retain(|flavor, _| {
-            (self.kueue.resource_flavors.get(flavor))
-                .is_some_and(|rf| tas_levels(&self.kueue, rf).is_some())
-        });
+        let mut tas = HashSet::new();
         for (name, rf) in &self.kueue.resource_flavors {
             if let Some((_, levels)) = tas_levels(&self.kueue, rf) {
                 facts_for(kept, name, &levels, &rf.spec.node_labels);
+                tas.insert(name.as_str());
             }
         }
+        kept.retain(|flavor, _| tas.contains(flavor.as_str()));
+        let trees = self.trees.get_mut().unwrap_or_else(|p| p.into_inner());
+        trees.retain(|flavor, _| tas.contains(flavor.as_str()));
     }
 
     /// A Topology added or changed.

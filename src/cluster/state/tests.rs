@@ -446,6 +446,33 @@ fn a_rebuild_reads_only_the_nodes_that_changed() {
     );
 }
 
+/// A flavor deleted, or left without its Topology, keeps no cached tree (a tree holds every
+/// member node): a cluster whose flavors come and go does not grow.
+#[test]
+fn gone_flavors_leave_no_cached_tree() {
+    let mut s = ClusterState::new();
+    with_flavor(&mut s);
+    for i in 0..4 {
+        s.apply_node(node(&format!("n{i}"), "r1", 8));
+    }
+    let other: ResourceFlavor = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "g"}, "spec": {"topologyName": "t"}
+    }))
+    .unwrap();
+    s.apply_resource_flavor("g", other);
+    s.flavor("f").unwrap();
+    s.flavor("g").unwrap();
+    let cached = |s: &ClusterState| -> BTreeSet<String> {
+        s.trees.lock().unwrap().keys().cloned().collect()
+    };
+    assert_eq!(cached(&s), BTreeSet::from(["f".into(), "g".into()]));
+    s.delete_resource_flavor("g");
+    assert_eq!(cached(&s), BTreeSet::from(["f".into()]));
+    s.delete_topology("t");
+    assert!(cached(&s).is_empty(), "{:?}", cached(&s));
+    assert!(s.flavor("f").is_none());
+}
+
 /// Nodes read at their events and at a build, as [`ClusterState::nodes_read_by_last_build`]
 /// says them.
 fn reads(at_events: usize, at_build: usize) -> Option<NodeReads> {
