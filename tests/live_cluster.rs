@@ -368,6 +368,53 @@ async fn a_node_relabelled_into_another_rack_moves_in_the_tree() {
     live.watches.stop().await;
 }
 
+/// A bind whose request is dropped while the Binding is written (kube-scheduler restarted,
+/// its connection closed) still ends: the API server's answer is recorded, so the seat is not
+/// left begun for good (its plan held, the pod refused as "being bound" at every retry).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bind_dropped_while_the_binding_is_written_still_ends() {
+    let mut objects = two_racks();
+    objects.push(job("train", 2, 4));
+    objects.push(job_pod("train", 0, 4, None));
+    objects.push(job_pod("train", 1, 4, None));
+    let live = Live::start(with_objects(objects)).await;
+    let extender = live.extender();
+    let p0 = live.pod("train-0");
+    let seat = filter(&extender, &p0).unwrap();
+    assert_eq!(seat.len(), 1, "{seat:?}");
+    let gate = live.fake.hold_bindings();
+    let args = binding_args(&p0, &seat[0]);
+    let dropped = tokio::time::timeout(Duration::from_millis(300), extender.bind_and_write(&args));
+    let dropped = dropped.await;
+    assert!(
+        dropped.is_err(),
+        "the Binding is held: the bind cannot have ended"
+    );
+    assert_eq!(
+        extender.stats().seats_held,
+        2,
+        "both seats held, one being bound"
+    );
+    gate.add_permits(1);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while extender.stats().seats_held != 1 || live.fake.bindings().is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the dropped bind never ended: {:?}, {} Bindings",
+            extender.stats(),
+            live.fake.bindings().len()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(live.fake.bindings().len(), 1);
+    assert_eq!(cpu(&extender.state().read(), &seat[0]), 4000, "recorded");
+    // kube-scheduler's retry of the same bind is answered as done, not refused.
+    let again = extender.bind_and_write(&binding_args(&p0, &seat[0])).await;
+    assert_eq!(again.error, "", "{again:?}");
+    assert_eq!(live.fake.bindings().len(), 1);
+    live.watches.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bind_posts_the_binding_and_a_refused_binding_frees_the_seat() {
     let mut objects = two_racks();

@@ -36,7 +36,9 @@ pub use wire::{
 use crate::cluster::Cluster;
 use crate::cluster::live::Leadership;
 use crate::cluster::state::{ClusterState, FlavorTopology, SharedState};
-use crate::plans::{FilterVerdict, Notice, PlanBook, PlanCounters, PlanStats, Rejection};
+use crate::plans::{
+    BindTicket, FilterVerdict, Notice, PlanBook, PlanCounters, PlanStats, Rejection,
+};
 use crate::topology::FeatureGates;
 
 /// The extender service: the shared cluster state, and a [`PlanBook`] behind a lock
@@ -448,6 +450,19 @@ impl Extender {
             Ok(t) => t,
             Err(e) => return bind_result(Err(e.0)),
         };
+        // Once begun, a bind runs to its end in a task of its own: a request dropped while the
+        // Binding is written (kube-scheduler restarted, the connection closed) must not leave
+        // the seat begun for good, its plan's capacity held and the pod refused as being bound.
+        let this = self.clone();
+        match tokio::spawn(async move { this.finish_bind(ticket).await }).await {
+            Ok(result) => result,
+            Err(e) => bind_result(Err(format!("the bind did not finish: {e}"))),
+        }
+    }
+
+    /// Writes a begun bind's Binding and records the answer: the pod on its node, or the seat
+    /// freed with the API server's reason.
+    async fn finish_bind(&self, ticket: BindTicket) -> ExtenderBindingResult {
         let written = self.binder.write(&ticket).await;
         let mut book = self.lock();
         // Leadership lost while the Binding was written: the book was cleared; what the API

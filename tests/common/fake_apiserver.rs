@@ -45,7 +45,7 @@ use axum::extract::{Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::Response;
 use serde_json::{Map, Value, json};
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
 use tokio::time::Instant;
 
 /// Namespaced.
@@ -354,6 +354,8 @@ struct Inner {
     unserved: BTreeSet<usize>,
     bindings: Vec<Value>,
     binding_failures: VecDeque<ApiError>,
+    /// While set, binding POSTs wait for a permit before they are served.
+    binding_gate: Option<Arc<Semaphore>>,
     log: Vec<(String, u16)>,
     tick: watch::Sender<u64>,
 }
@@ -491,6 +493,14 @@ impl FakeApiServer {
     pub fn fail_bindings(&self, n: usize, code: u16, reason: &str, message: &str) {
         let failures = (0..n).map(|_| fail(code, reason, message));
         self.lock().binding_failures.extend(failures);
+    }
+
+    /// Binding POSTs wait, unanswered, until the returned gate is given a permit (a slow API
+    /// server); then every waiting and later one is served.
+    pub fn hold_bindings(&self) -> Arc<Semaphore> {
+        let gate = Arc::new(Semaphore::new(0));
+        self.lock().binding_gate = Some(Arc::clone(&gate));
+        gate
     }
 
     /// Forgets the history: a watch or continue token from before now gets 410 Expired, and
@@ -995,6 +1005,13 @@ async fn handle(State(server): State<FakeApiServer>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     let line = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let line = format!("{} {line}", parts.method);
+    let binding = parts.method == Method::POST && parts.uri.path().ends_with("/binding");
+    let gate = binding
+        .then(|| server.lock().binding_gate.clone())
+        .flatten();
+    if let Some(gate) = gate {
+        drop(gate.acquire().await);
+    }
     let response = match axum::body::to_bytes(body, 64 << 20).await {
         Ok(body) => server.serve(&parts.method, &parts.uri, &parts.headers, &body),
         Err(e) => Err(bad(format!("reading the request body: {e}"))),
