@@ -25,7 +25,7 @@
 //! missing tree under the read lock.
 
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Instant;
 
@@ -142,6 +142,34 @@ impl FlavorTopology {
     }
 }
 
+/// The uids of the last [`RecentUids::KEPT`] pods removed, oldest forgotten first: a pod's
+/// uid is never reused, so a removed uid stands for a pod gone for good. The window a bind's
+/// answer can race its pod's watch events by is milliseconds; thousands of removals cover it.
+#[derive(Debug, Default)]
+struct RecentUids {
+    order: VecDeque<PodUid>,
+    set: HashSet<PodUid>,
+}
+
+impl RecentUids {
+    const KEPT: usize = 4096;
+
+    fn insert(&mut self, uid: PodUid) {
+        if self.set.insert(uid.clone()) {
+            self.order.push_back(uid);
+            if self.order.len() > Self::KEPT
+                && let Some(oldest) = self.order.pop_front()
+            {
+                self.set.remove(&oldest);
+            }
+        }
+    }
+
+    fn contains(&self, uid: &PodUid) -> bool {
+        self.set.contains(uid)
+    }
+}
+
 /// Everything kube-tas knows about the cluster (see the module documentation).
 #[derive(Debug, Default)]
 pub struct ClusterState {
@@ -166,6 +194,9 @@ pub struct ClusterState {
     departed: HashMap<GroupKey, Vec<Departed>>,
     /// Per group, the uids of its pods being deleted.
     terminating: HashMap<GroupKey, BTreeSet<PodUid>>,
+    /// The last pods removed (deleted or finished), which [`ClusterState::assume`] does not
+    /// record again.
+    removed: RecentUids,
     /// Kueue's Workloads (`namespace/name`) and the group each stands for, when it is a Job
     /// or JobSet: those groups are Kueue's to place.
     kueue_workloads: HashMap<String, Option<GroupKey>>,
@@ -460,10 +491,17 @@ impl ClusterState {
         );
     }
 
-    /// A pod bound by kube-tas before the watch shows it (read-your-writes).
+    /// A pod bound by kube-tas before the watch shows it (read-your-writes). Not recorded
+    /// when the watch has already shown the pod bound and gone (its Binding's answer came
+    /// after both events): no event would ever remove it, and its usage would stay for good.
     pub fn assume(&mut self, uid: &str, usage: PodUsage) {
+        let uid = PodUid::new(uid);
+        if self.removed.contains(&uid) {
+            tracing::debug!(pod_uid = %uid, "bind not recorded: the pod is gone already");
+            return;
+        }
         self.record(
-            PodUid::new(uid),
+            uid,
             PodUsage {
                 assumed: true,
                 ..usage
@@ -535,9 +573,11 @@ impl ClusterState {
     /// pod of a group that still runs is remembered as departed. `false` when nothing was
     /// recorded under `uid`.
     pub fn remove_pod(&mut self, uid: &str) -> bool {
-        let Some(p) = self.take_pod(&PodUid::new(uid)) else {
+        let uid = PodUid::new(uid);
+        let Some(p) = self.take_pod(&uid) else {
             return false;
         };
+        self.removed.insert(uid);
         // An indexed pod whose successor already runs leaves no place to take.
         let indexed = p.index != PodIndex::default();
         let replaced = indexed
@@ -562,9 +602,11 @@ impl ClusterState {
     /// A pod that finished `Succeeded`: its usage is given back and nothing is remembered
     /// (no pod is recreated for it).
     pub fn remove_succeeded_pod(&mut self, uid: &str) -> bool {
-        let Some(p) = self.take_pod(&PodUid::new(uid)) else {
+        let uid = PodUid::new(uid);
+        let Some(p) = self.take_pod(&uid) else {
             return false;
         };
+        self.removed.insert(uid);
         self.forget_departed_if_idle(&p.group);
         true
     }

@@ -118,6 +118,46 @@ fn an_assumed_bind_is_confirmed_by_the_watch_and_only_unconfirmed_ones_are_forgo
     assert_eq!(cpu(&s, "n1"), 1000);
 }
 
+/// A bind whose answer comes after the watch showed its pod bound and then gone (deleted, or
+/// succeeded) records nothing: no event would ever remove that usage. Only the last
+/// [`RecentUids::KEPT`] removals are remembered.
+#[test]
+fn a_bind_answered_after_its_pod_is_gone_records_nothing() {
+    let mut s = ClusterState::new();
+    s.apply_node(node("n1", "r1", 8));
+    let usage = PodUsage {
+        node: s.node_id("n1").unwrap(),
+        requests: PodResources::from(&[("cpu".to_string(), 1000)].into()),
+        scoring: ScoringAmounts::from(&[("cpu".to_string(), 1000)].into()),
+        group: Arc::new(GroupKey::of_pod(&Default::default(), None)),
+        pod_set: Default::default(),
+        index: Default::default(),
+        terminating: false,
+        assumed: true,
+    };
+    s.apply_bound_pod(&pod("deleted", "n1", 1, None));
+    assert!(s.remove_pod("deleted"));
+    s.apply_bound_pod(&pod("succeeded", "n1", 1, None));
+    assert!(s.remove_succeeded_pod("succeeded"));
+    s.assume("deleted", usage.clone());
+    s.assume("succeeded", usage.clone());
+    assert!(s.pod("deleted").is_none() && s.pod("succeeded").is_none());
+    assert_eq!(cpu(&s, "n1"), 0);
+    // A pod the watch has not removed is recorded.
+    s.assume("live", usage.clone());
+    assert_eq!(cpu(&s, "n1"), 1000);
+    // Bounded: after as many other removals, the first is forgotten.
+    for i in 0..RecentUids::KEPT {
+        let uid = format!("other-{i}");
+        s.apply_bound_pod(&pod(&uid, "n1", 0, None));
+        assert!(s.remove_pod(&uid));
+    }
+    assert_eq!(s.removed.order.len(), RecentUids::KEPT);
+    assert_eq!(s.removed.set.len(), RecentUids::KEPT);
+    s.assume("deleted", usage);
+    assert_eq!(cpu(&s, "n1"), 2000, "forgotten: recorded again");
+}
+
 #[test]
 fn capacity_changes_keep_the_tree_and_topology_changes_rebuild_it() {
     let mut s = ClusterState::new();
