@@ -27,7 +27,7 @@
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Toleration;
 
@@ -142,26 +142,31 @@ impl FlavorTopology {
     }
 }
 
-/// The uids of the last [`RecentUids::KEPT`] pods removed, oldest forgotten first: a pod's
-/// uid is never reused, so a removed uid stands for a pod gone for good. The window a bind's
-/// answer can race its pod's watch events by is milliseconds; thousands of removals cover it.
+/// The uids of the pods removed in the last [`RecentUids::KEPT_FOR`]: a pod's uid is never
+/// reused, so a removed uid stands for a pod gone for good. A bind's answer races its pod's
+/// watch events by at most the Binding's timeout and a lock wait; the window is kept by time,
+/// not by count, so a mass deletion cannot push out the uid of a pod being bound.
 #[derive(Debug, Default)]
 struct RecentUids {
-    order: VecDeque<PodUid>,
+    order: VecDeque<(Instant, PodUid)>,
     set: HashSet<PodUid>,
 }
 
 impl RecentUids {
-    const KEPT: usize = 4096;
+    /// Well above the Binding's timeout ([`crate::extender::binding::BINDING_TIMEOUT`]).
+    const KEPT_FOR: Duration = Duration::from_secs(60);
 
-    fn insert(&mut self, uid: PodUid) {
-        if self.set.insert(uid.clone()) {
-            self.order.push_back(uid);
-            if self.order.len() > Self::KEPT
-                && let Some(oldest) = self.order.pop_front()
-            {
-                self.set.remove(&oldest);
+    /// Remembers `uid`, removed at `now`, and forgets those removed before the window.
+    fn insert(&mut self, uid: PodUid, now: Instant) {
+        while let Some((at, _)) = self.order.front()
+            && now.saturating_duration_since(*at) > Self::KEPT_FOR
+        {
+            if let Some((_, old)) = self.order.pop_front() {
+                self.set.remove(&old);
             }
+        }
+        if self.set.insert(uid.clone()) {
+            self.order.push_back((now, uid));
         }
     }
 
@@ -194,7 +199,7 @@ pub struct ClusterState {
     departed: HashMap<GroupKey, Vec<Departed>>,
     /// Per group, the uids of its pods being deleted.
     terminating: HashMap<GroupKey, BTreeSet<PodUid>>,
-    /// The last pods removed (deleted or finished), which [`ClusterState::assume`] does not
+    /// The pods removed (deleted or finished) lately, which [`ClusterState::assume`] does not
     /// record again.
     removed: RecentUids,
     /// Kueue's Workloads (`namespace/name`) and the group each stands for, when it is a Job
@@ -574,10 +579,10 @@ impl ClusterState {
     /// recorded under `uid`.
     pub fn remove_pod(&mut self, uid: &str) -> bool {
         let uid = PodUid::new(uid);
+        self.removed.insert(uid.clone(), Instant::now());
         let Some(p) = self.take_pod(&uid) else {
             return false;
         };
-        self.removed.insert(uid);
         // An indexed pod whose successor already runs leaves no place to take.
         let indexed = p.index != PodIndex::default();
         let replaced = indexed
@@ -603,10 +608,10 @@ impl ClusterState {
     /// (no pod is recreated for it).
     pub fn remove_succeeded_pod(&mut self, uid: &str) -> bool {
         let uid = PodUid::new(uid);
+        self.removed.insert(uid.clone(), Instant::now());
         let Some(p) = self.take_pod(&uid) else {
             return false;
         };
-        self.removed.insert(uid);
         self.forget_departed_if_idle(&p.group);
         true
     }

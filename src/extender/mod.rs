@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::List;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use tracing::Instrument;
 
 pub mod binding;
 pub mod http;
@@ -454,7 +455,8 @@ impl Extender {
         // Binding is written (kube-scheduler restarted, the connection closed) must not leave
         // the seat begun for good, its plan's capacity held and the pod refused as being bound.
         let this = self.clone();
-        match tokio::spawn(async move { this.finish_bind(ticket).await }).await {
+        let bind = async move { this.finish_bind(ticket).await };
+        match tokio::spawn(bind.in_current_span()).await {
             Ok(result) => result,
             Err(e) => bind_result(Err(format!("the bind did not finish: {e}"))),
         }

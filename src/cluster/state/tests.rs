@@ -119,8 +119,8 @@ fn an_assumed_bind_is_confirmed_by_the_watch_and_only_unconfirmed_ones_are_forgo
 }
 
 /// A bind whose answer comes after the watch showed its pod bound and then gone (deleted, or
-/// succeeded) records nothing: no event would ever remove that usage. Only the last
-/// [`RecentUids::KEPT`] removals are remembered.
+/// succeeded) records nothing: no event would ever remove that usage. Removals are remembered
+/// for [`RecentUids::KEPT_FOR`], however many there are.
 #[test]
 fn a_bind_answered_after_its_pod_is_gone_records_nothing() {
     let mut s = ClusterState::new();
@@ -146,14 +146,22 @@ fn a_bind_answered_after_its_pod_is_gone_records_nothing() {
     // A pod the watch has not removed is recorded.
     s.assume("live", usage.clone());
     assert_eq!(cpu(&s, "n1"), 1000);
-    // Bounded: after as many other removals, the first is forgotten.
-    for i in 0..RecentUids::KEPT {
+    // A pod whose bound state the watch never showed, only its deletion.
+    assert!(!s.remove_pod("never-seen"));
+    s.assume("never-seen", usage.clone());
+    assert!(s.pod("never-seen").is_none());
+    // Many removals (a mass deletion) push nothing out of the window.
+    for i in 0..5000 {
         let uid = format!("other-{i}");
         s.apply_bound_pod(&pod(&uid, "n1", 0, None));
         assert!(s.remove_pod(&uid));
     }
-    assert_eq!(s.removed.order.len(), RecentUids::KEPT);
-    assert_eq!(s.removed.set.len(), RecentUids::KEPT);
+    s.assume("deleted", usage.clone());
+    assert!(s.pod("deleted").is_none());
+    // Remembered for a while, not for good: a removal past the window forgets the others.
+    let later = Instant::now() + RecentUids::KEPT_FOR + Duration::from_secs(1);
+    s.removed.insert(PodUid::new("another"), later);
+    assert_eq!((s.removed.order.len(), s.removed.set.len()), (1, 1));
     s.assume("deleted", usage);
     assert_eq!(cpu(&s, "n1"), 2000, "forgotten: recorded again");
 }
