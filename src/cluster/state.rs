@@ -202,6 +202,10 @@ pub struct ClusterState {
     /// The pods removed (deleted or finished) lately, which [`ClusterState::assume`] does not
     /// record again.
     removed: RecentUids,
+    /// When each pod still assumed was assumed.
+    assumed_at: HashMap<PodUid, Instant>,
+    /// When the pod watch's last relist began (before its list was requested).
+    pod_relist_began: Option<Instant>,
     /// Kueue's Workloads (`namespace/name`) and the group each stands for, when it is a Job
     /// or JobSet: those groups are Kueue's to place.
     kueue_workloads: HashMap<String, Option<GroupKey>>,
@@ -506,12 +510,32 @@ impl ClusterState {
             return;
         }
         self.record(
-            uid,
+            uid.clone(),
             PodUsage {
                 assumed: true,
                 ..usage
             },
         );
+        if self.pods.get(&uid).is_some_and(|p| p.assumed) {
+            self.assumed_at.entry(uid).or_insert_with(Instant::now);
+        }
+    }
+
+    /// The pod watch begins a relist (its `Init`, sent before the list is requested): a pod
+    /// assumed before now whose bind that list does not show is gone
+    /// ([`Self::watched_pod_uids`]).
+    pub fn pod_relist_began(&mut self, now: Instant) {
+        self.pod_relist_began = Some(now);
+    }
+
+    /// Whether `uid` is a pod assumed before the pod watch's last relist began: that list
+    /// (the most recent state, requested after the Binding was accepted) shows the pod if it
+    /// still holds capacity.
+    fn assumed_before_relist(&self, uid: &PodUid) -> bool {
+        match (self.assumed_at.get(uid), self.pod_relist_began) {
+            (Some(&at), Some(began)) => at < began,
+            _ => false,
+        }
     }
 
     fn record(&mut self, uid: PodUid, mut usage: PodUsage) {
@@ -519,6 +543,9 @@ impl ClusterState {
             if old.node == usage.node && old.requests == usage.requests {
                 let confirmed = old.assumed && !usage.assumed;
                 old.assumed &= !confirmed;
+                if confirmed {
+                    self.assumed_at.remove(&uid);
+                }
                 old.terminating |= usage.terminating;
                 let group = usage.terminating.then(|| (*old.group).clone());
                 if let Some(group) = group {
@@ -645,6 +672,7 @@ impl ClusterState {
     /// Takes a pod out, giving its usage back (nothing remembered).
     fn take_pod(&mut self, uid: &PodUid) -> Option<PodUsage> {
         let p = self.pods.remove(uid)?;
+        self.assumed_at.remove(uid);
         self.usage_generation += 1;
         let used = &mut self.used[p.node as usize];
         for (name, value) in p.requests.iter().filter(|(name, _)| *name != PODS) {
@@ -727,12 +755,13 @@ impl ClusterState {
         }
     }
 
-    /// Uids of the pods recorded from the cluster (binds the watch has not shown yet are left
-    /// out): what a relist that no longer lists them removes.
+    /// Uids of the pods recorded from the cluster, and of the binds assumed before the pod
+    /// watch's last relist began (binds since are left out: the list may predate them): what
+    /// a relist that no longer lists them removes.
     pub fn watched_pod_uids(&self) -> Vec<String> {
         self.pods
             .iter()
-            .filter(|(_, p)| !p.assumed)
+            .filter(|(uid, p)| !p.assumed || self.assumed_before_relist(uid))
             .map(|(uid, _)| uid.to_string())
             .collect()
     }

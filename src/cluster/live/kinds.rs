@@ -4,6 +4,7 @@
 //! node, requests and group; a Job's gang), so no watched object is kept whole.
 
 use std::fmt::Debug;
+use std::time::Instant;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -62,6 +63,9 @@ pub trait WatchedKind:
     /// Keys of every object of this kind the state holds from the cluster: what a relist
     /// that no longer lists them removes.
     fn keys(state: &ClusterState) -> Vec<String>;
+
+    /// A relist begins (`Init`, before the list is requested).
+    fn relist_began(_state: &mut ClusterState, _now: Instant) {}
 }
 
 fn name_of<K: Resource>(obj: &K) -> String {
@@ -177,6 +181,10 @@ impl WatchedKind for WatchedPod {
 
     fn keys(state: &ClusterState) -> Vec<String> {
         state.watched_pod_uids()
+    }
+
+    fn relist_began(state: &mut ClusterState, now: Instant) {
+        state.pod_relist_began(now);
     }
 }
 

@@ -25,6 +25,7 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
 
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
@@ -266,7 +267,10 @@ async fn run<K: WatchedKind>(
             return;
         };
         match item {
-            Ok(watcher::Event::Init) => listed.clear(),
+            Ok(watcher::Event::Init) => {
+                listed.clear();
+                K::relist_began(&mut state.write(), Instant::now());
+            }
             Ok(watcher::Event::InitApply(obj)) => {
                 listed.insert(K::key(&obj));
                 K::apply(&mut state.write(), &obj);

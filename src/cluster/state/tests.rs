@@ -166,6 +166,49 @@ fn a_bind_answered_after_its_pod_is_gone_records_nothing() {
     assert_eq!(cpu(&s, "n1"), 2000, "forgotten: recorded again");
 }
 
+/// A bind assumed before the pod watch's relist began is among the keys that relist removes
+/// when it does not list the pod (the list is the most recent state, requested after the
+/// Binding was accepted: the pod is gone); a bind assumed after it began is not (the list may
+/// predate it), and a confirmed one is an ordinary watched pod.
+#[test]
+fn a_relist_begun_after_a_bind_removes_it_when_unlisted() {
+    let mut s = ClusterState::new();
+    s.apply_node(node("n1", "r1", 8));
+    let usage = PodUsage {
+        node: s.node_id("n1").unwrap(),
+        requests: PodResources::from(&[("cpu".to_string(), 1000)].into()),
+        scoring: ScoringAmounts::from(&[("cpu".to_string(), 1000)].into()),
+        group: Arc::new(GroupKey::of_pod(&Default::default(), None)),
+        pod_set: Default::default(),
+        index: Default::default(),
+        terminating: false,
+        assumed: true,
+    };
+    let watched = |s: &ClusterState| {
+        let mut uids = s.watched_pod_uids();
+        uids.sort();
+        uids
+    };
+    s.assume("early", usage.clone());
+    s.assume("confirmed", usage.clone());
+    s.apply_bound_pod(&pod("confirmed", "n1", 1, None));
+    assert_eq!(watched(&s), ["confirmed"], "no relist yet: binds are kept");
+    std::thread::sleep(Duration::from_millis(2));
+    let began = Instant::now();
+    std::thread::sleep(Duration::from_millis(2));
+    s.assume("late", usage);
+    s.pod_relist_began(began);
+    assert_eq!(watched(&s), ["confirmed", "early"]);
+    // What the relist does with an unlisted key.
+    assert!(s.remove_pod("early"));
+    assert_eq!(cpu(&s, "n1"), 2000);
+    assert_eq!(
+        s.assumed_at.keys().collect::<Vec<_>>(),
+        [&PodUid::new("late")],
+        "only pods still assumed are timed"
+    );
+}
+
 #[test]
 fn capacity_changes_keep_the_tree_and_topology_changes_rebuild_it() {
     let mut s = ClusterState::new();
