@@ -516,6 +516,7 @@ impl ClusterState {
                 ..usage
             },
         );
+        // The first bind's time stays: a pod is bound once (a second Binding gets a 409).
         if self.pods.get(&uid).is_some_and(|p| p.assumed) {
             self.assumed_at.entry(uid).or_insert_with(Instant::now);
         }

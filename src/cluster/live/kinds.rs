@@ -469,3 +469,24 @@ impl WatchedKind for PendingGroupPod {
         state.pending_group_pod_uids()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use kube::runtime::watcher::{InitialListStrategy, ListSemantic};
+
+    use super::*;
+
+    /// The pod watch relists as [`ClusterState::pod_relist_began`] assumes: `Init` before the
+    /// list is requested (not a streaming list, whose `Init` follows the request) and the list
+    /// the most recent state (not "any", which a cache may serve from before a Binding). With
+    /// either changed, a relist could remove a bind it does not yet show: a double-booking.
+    #[test]
+    fn the_pod_watch_lists_the_most_recent_state_after_init() {
+        let config = WatchedPod::config();
+        assert!(matches!(
+            config.initial_list_strategy,
+            InitialListStrategy::ListWatch
+        ));
+        assert!(matches!(config.list_semantic, ListSemantic::MostRecent));
+    }
+}
