@@ -368,16 +368,21 @@ async fn a_node_relabelled_into_another_rack_moves_in_the_tree() {
     live.watches.stop().await;
 }
 
+/// Two racks and a Job "train" of two 4-CPU pods, both pending.
+fn train_of_two() -> Vec<Value> {
+    let mut objects = two_racks();
+    objects.push(job("train", 2, 4));
+    objects.push(job_pod("train", 0, 4, None));
+    objects.push(job_pod("train", 1, 4, None));
+    objects
+}
+
 /// A bind whose request is dropped while the Binding is written (kube-scheduler restarted,
 /// its connection closed) still ends: the API server's answer is recorded, so the seat is not
 /// left begun for good (its plan held, the pod refused as "being bound" at every retry).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bind_dropped_while_the_binding_is_written_still_ends() {
-    let mut objects = two_racks();
-    objects.push(job("train", 2, 4));
-    objects.push(job_pod("train", 0, 4, None));
-    objects.push(job_pod("train", 1, 4, None));
-    let live = Live::start(with_objects(objects)).await;
+    let live = Live::start(with_objects(train_of_two())).await;
     let extender = live.extender();
     let p0 = live.pod("train-0");
     let seat = filter(&extender, &p0).unwrap();
@@ -417,11 +422,7 @@ async fn a_bind_dropped_while_the_binding_is_written_still_ends() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bind_posts_the_binding_and_a_refused_binding_frees_the_seat() {
-    let mut objects = two_racks();
-    objects.push(job("train", 2, 4));
-    objects.push(job_pod("train", 0, 4, None));
-    objects.push(job_pod("train", 1, 4, None));
-    let live = Live::start(with_objects(objects)).await;
+    let live = Live::start(with_objects(train_of_two())).await;
     let extender = live.extender();
 
     let p0 = live.pod("train-0");

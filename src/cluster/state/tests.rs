@@ -91,12 +91,10 @@ fn the_same_pod_applied_twice_counts_once_and_deletion_gives_it_back() {
     assert_eq!(s.members(&group).count(), 0);
 }
 
-#[test]
-fn an_assumed_bind_is_confirmed_by_the_watch_and_only_unconfirmed_ones_are_forgotten() {
-    let mut s = ClusterState::new();
-    s.apply_node(node("n1", "r1", 8));
-    let usage = PodUsage {
-        node: s.node_id("n1").unwrap(),
+/// What a bind of kube-tas's records for a lone one-CPU pod on `node`.
+fn bind_of_one_cpu(s: &ClusterState, node: &str) -> PodUsage {
+    PodUsage {
+        node: s.node_id(node).unwrap(),
         requests: PodResources::from(&[("cpu".to_string(), 1000)].into()),
         scoring: ScoringAmounts::from(&[("cpu".to_string(), 1000)].into()),
         group: Arc::new(GroupKey::of_pod(&Default::default(), None)),
@@ -104,7 +102,14 @@ fn an_assumed_bind_is_confirmed_by_the_watch_and_only_unconfirmed_ones_are_forgo
         index: Default::default(),
         terminating: false,
         assumed: true,
-    };
+    }
+}
+
+#[test]
+fn an_assumed_bind_is_confirmed_by_the_watch_and_only_unconfirmed_ones_are_forgotten() {
+    let mut s = ClusterState::new();
+    s.apply_node(node("n1", "r1", 8));
+    let usage = bind_of_one_cpu(&s, "n1");
     s.assume("p1", usage.clone());
     assert!(s.pod("p1").unwrap().assumed);
     // The watch shows the same pod bound: no double count, no longer assumed.
@@ -125,16 +130,7 @@ fn an_assumed_bind_is_confirmed_by_the_watch_and_only_unconfirmed_ones_are_forgo
 fn a_bind_answered_after_its_pod_is_gone_records_nothing() {
     let mut s = ClusterState::new();
     s.apply_node(node("n1", "r1", 8));
-    let usage = PodUsage {
-        node: s.node_id("n1").unwrap(),
-        requests: PodResources::from(&[("cpu".to_string(), 1000)].into()),
-        scoring: ScoringAmounts::from(&[("cpu".to_string(), 1000)].into()),
-        group: Arc::new(GroupKey::of_pod(&Default::default(), None)),
-        pod_set: Default::default(),
-        index: Default::default(),
-        terminating: false,
-        assumed: true,
-    };
+    let usage = bind_of_one_cpu(&s, "n1");
     s.apply_bound_pod(&pod("deleted", "n1", 1, None));
     assert!(s.remove_pod("deleted"));
     s.apply_bound_pod(&pod("succeeded", "n1", 1, None));
@@ -174,16 +170,7 @@ fn a_bind_answered_after_its_pod_is_gone_records_nothing() {
 fn a_relist_begun_after_a_bind_removes_it_when_unlisted() {
     let mut s = ClusterState::new();
     s.apply_node(node("n1", "r1", 8));
-    let usage = PodUsage {
-        node: s.node_id("n1").unwrap(),
-        requests: PodResources::from(&[("cpu".to_string(), 1000)].into()),
-        scoring: ScoringAmounts::from(&[("cpu".to_string(), 1000)].into()),
-        group: Arc::new(GroupKey::of_pod(&Default::default(), None)),
-        pod_set: Default::default(),
-        index: Default::default(),
-        terminating: false,
-        assumed: true,
-    };
+    let usage = bind_of_one_cpu(&s, "n1");
     let watched = |s: &ClusterState| {
         let mut uids = s.watched_pod_uids();
         uids.sort();
