@@ -43,6 +43,7 @@ use super::workloads::{count_pod_of_role, finish_group_pod_sets};
 use super::{BoundPod, Cluster, LostPod, PendingGroupPod, PendingPodSet, Workload};
 use crate::topology::capacity::FreeCapacity;
 use crate::topology::labels::LabelTexts;
+use crate::topology::node_digest::NodeDigests;
 use crate::topology::node_facts::{NodeFacts, NodeReads};
 use crate::topology::resources::{PODS, add_pod_amounts};
 use crate::topology::tree::TopologyTree;
@@ -181,8 +182,9 @@ pub struct ClusterState {
     /// Looked up once per candidate name of every extender request: a fast hash.
     node_ids: HashMap<String, NodeId, foldhash::fast::RandomState>,
     names: Vec<String>,
-    /// By id; `None` for a name whose node is deleted. Shared with the trees built from them.
-    nodes: Vec<Option<Arc<NodeInfo>>>,
+    /// By id; `None` for a name whose node is deleted. Shared with the trees built from them,
+    /// each with what every tree build reads of it whatever the flavor.
+    nodes: NodeDigests,
     /// By id: requests of the pods holding capacity there, plus their `pods` slots.
     used: Vec<ResourceAmounts>,
     /// By id: the same pods' CPU and memory as scoring counts them.
@@ -319,7 +321,7 @@ impl ClusterState {
         let id = self.names.len() as NodeId;
         self.node_ids.insert(name.to_string(), id);
         self.names.push(name.to_string());
-        self.nodes.push(None);
+        self.nodes.set(id as usize, None);
         self.used.push(ResourceAmounts::default());
         self.scored.push(ScoringAmounts::default());
         id
@@ -328,7 +330,7 @@ impl ClusterState {
     /// A node was added or changed.
     pub fn apply_node(&mut self, mut node: NodeInfo) -> NodeChange {
         let id = self.intern(&node.name) as usize;
-        let change = match &self.nodes[id] {
+        let change = match self.nodes.node(id) {
             None => NodeChange::Added,
             Some(old) if **old == node => NodeChange::Unchanged,
             Some(old)
@@ -356,12 +358,12 @@ impl ClusterState {
             }
             NodeChange::Capacity => self.capacity_generation += 1,
         }
-        node.labels = match &self.nodes[id] {
+        node.labels = match self.nodes.node(id) {
             // Labels just compared equal: the old node's shared copies, no lookups.
             Some(old) if change == NodeChange::Capacity => old.labels.clone(),
             _ => node.labels.interned(&mut self.label_texts),
         };
-        self.nodes[id] = Some(Arc::new(node));
+        self.nodes.set(id, Some(Arc::new(node)));
         self.read_node_ahead(id);
         change
     }
@@ -370,7 +372,7 @@ impl ClusterState {
     /// is in cache here, and the next tree build then reads dense arrays only (at start-up
     /// too, when the flavors came before the nodes). `None` (a deleted node) drops them.
     fn read_node_ahead(&mut self, id: usize) {
-        let node = self.nodes[id].as_ref();
+        let node = self.nodes.node(id);
         let kept = self.tree_facts.get_mut().unwrap_or_else(|p| p.into_inner());
         for facts in kept.values_mut() {
             facts.read_ahead(id, node);
@@ -383,9 +385,10 @@ impl ClusterState {
         let Some(&id) = self.node_ids.get(name) else {
             return false;
         };
-        if self.nodes[id as usize].take().is_none() {
+        if self.nodes.node(id as usize).is_none() {
             return false;
         }
+        self.nodes.set(id as usize, None);
         self.read_node_ahead(id as usize);
         self.live_nodes -= 1;
         self.topology_generation += 1;
@@ -415,7 +418,7 @@ impl ClusterState {
 
     /// A node that exists now.
     pub fn node(&self, id: NodeId) -> Option<&NodeInfo> {
-        self.nodes.get(id as usize).and_then(|n| n.as_deref())
+        self.nodes.node(id as usize).map(|n| &**n)
     }
 
     /// The name a node id was given (the node may be deleted since).
@@ -436,9 +439,9 @@ impl ClusterState {
     /// [`Self::nodes`] as the `Arc`s the state shares with its trees.
     fn shared_nodes(&self) -> impl Iterator<Item = (NodeId, &Arc<NodeInfo>)> {
         self.nodes
-            .iter()
+            .nodes()
             .enumerate()
-            .filter_map(|(i, n)| n.as_ref().map(|n| (i as NodeId, n)))
+            .filter_map(|(i, n)| n.map(|n| (i as NodeId, n)))
     }
 
     fn live_node_names(&self) -> impl Iterator<Item = &str> {

@@ -14,6 +14,7 @@ pub mod gates;
 pub mod labels;
 pub mod message;
 pub mod node;
+pub mod node_digest;
 pub mod node_facts;
 pub mod node_failure;
 pub mod placement;

@@ -1,21 +1,21 @@
-//! What a topology tree build reads of each node, kept between the builds of one flavor:
-//! whether the node is a member (or why it is left out), its level values as interned ids,
-//! its allocatable resource names as an interned key set and their amounts, and its name's
-//! hash. A rebuild re-reads only the nodes whose `Arc` changed since the last build, so it
-//! reads dense arrays instead of 15,000 separately allocated label and resource maps; the
+//! What a topology tree build reads of each node for one flavor, kept between its builds:
+//! whether the node is a member (or why it is left out) and its level values as interned ids
+//! (what does not depend on the flavor, resources and name hash, is in the nodes'
+//! [`NodeDigests`]). A rebuild re-reads only the nodes whose `Arc` changed since the last
+//! build, so it reads dense arrays instead of 15,000 separately allocated label lists; the
 //! owner of the slots may read a node ahead, at its event, where the node is still in cache,
 //! so that even a first build after start-up reads none.
 //!
 //! Invariants: the facts of a slot are what a read of the `Arc<NodeInfo>` they keep gives
-//! (read from it, or from a node that differed from it only in allocatable amounts, with the
-//! amounts copied; the `Arc` is held, so its address cannot be reused by another node while
-//! the facts stand);
+//! (read from it, or from a node that differed from it only in allocatable amounts, which
+//! facts do not hold; the `Arc` is held, so its address cannot be reused by another node
+//! while the facts stand);
 //! every level value id of a member is interned in that level's value table; the tables'
 //! ranks order ids as their texts order; the facts are only for the levels and flavor node
-//! labels they were made with ([`NodeFacts::is_for`]). Tables and key sets only grow between
-//! resets: a reset (everything read again at the next build) happens once they hold more
-//! than twice what the live nodes can use (at a build) or the slots can (at a read ahead),
-//! which bounds their size.
+//! labels they were made with ([`NodeFacts::is_for`]). Tables only grow between resets: a
+//! reset (everything read again at the next build) happens once they hold more than twice
+//! what the live nodes can use (at a build) or the slots can (at a read ahead), which bounds
+//! their size.
 
 use std::collections::BTreeMap;
 use std::hash::BuildHasher;
@@ -25,9 +25,8 @@ use hashbrown::HashTable;
 
 use super::labels::LabelLookup;
 use super::node::NodeInfo;
+use super::node_digest::NodeDigests;
 use super::tree::LeftOutReason;
-
-type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
 /// What a build does with a node, as read from it.
 #[derive(Debug, Clone)]
@@ -36,8 +35,8 @@ pub(crate) enum Verdict {
     OtherFlavor,
     /// The flavor's node, but it takes none of its pods and is not in the tree.
     LeftOut(LeftOutReason),
-    /// In the tree; `no_allocatable` when every allocatable amount is zero or less.
-    Member { no_allocatable: bool },
+    /// In the tree.
+    Member,
 }
 
 /// One node's facts.
@@ -46,12 +45,6 @@ pub(crate) struct Facts {
     /// The node they were read from.
     pub node: Arc<NodeInfo>,
     pub verdict: Verdict,
-    /// Its allocatable resource names, as an id into [`NodeFacts::key_set`].
-    pub key_set: u32,
-    /// Its allocatable amounts, in its key set's (name) order.
-    pub amounts: Box<[i64]>,
-    /// Its name hashed with [`NodeFacts::name_hasher`].
-    pub name_hash: u64,
 }
 
 /// The distinct label values of one level, each with a dense id and a rank in text order.
@@ -187,39 +180,6 @@ fn hash_of_id<'t>(
     move |&id| hasher.hash_one(&*texts[id as usize])
 }
 
-/// The distinct allocatable key sets, each with a dense id.
-#[derive(Debug, Default)]
-struct KeySets {
-    sets: Vec<Box<[String]>>,
-    /// Set ids by the hash of their names.
-    by_hash: FastMap<u64, Vec<u32>>,
-    hasher: foldhash::fast::FixedState,
-}
-
-impl KeySets {
-    fn intern<'k>(&mut self, keys: impl Iterator<Item = &'k String> + Clone) -> u32 {
-        if let Some(last) = self.sets.last()
-            && last.iter().eq(keys.clone())
-        {
-            return self.sets.len() as u32 - 1;
-        }
-        let hash = keys.clone().fold(0u64, |h, k| {
-            h.rotate_left(5) ^ self.hasher.hash_one(k.as_str())
-        });
-        let candidates = self.by_hash.entry(hash).or_default();
-        if let Some(&id) = candidates
-            .iter()
-            .find(|&&id| self.sets[id as usize].iter().eq(keys.clone()))
-        {
-            return id;
-        }
-        let id = self.sets.len() as u32;
-        self.sets.push(keys.cloned().collect());
-        candidates.push(id);
-        id
-    }
-}
-
 /// The facts of every node slot for one flavor's builds (see the module documentation).
 #[derive(Debug)]
 pub struct NodeFacts {
@@ -230,8 +190,6 @@ pub struct NodeFacts {
     /// Level value ids, `slot * depth + level`; meaningful for members only.
     values: Vec<u32>,
     tables: Vec<ValueTable>,
-    key_sets: KeySets,
-    name_hasher: foldhash::fast::RandomState,
     /// The flavor's node labels, then the level labels, as lookups that remember where the
     /// last node read had them.
     lookups: Vec<LabelLookup>,
@@ -258,8 +216,10 @@ impl NodeReads {
 }
 
 impl NodeFacts {
-    /// Tables and key sets are reset once they hold more than twice the live slots plus this.
+    /// Tables are reset once they hold more than twice the live slots plus this.
     const RESET_SLACK: usize = 1024;
+    /// How many nodes a build reads at a time ([`Self::touch_labels`]).
+    const READ_BATCH: usize = 16;
 
     /// No facts yet, for a flavor with these levels and node labels.
     pub fn new(levels: &[String], flavor_node_labels: &BTreeMap<String, String>) -> Self {
@@ -269,8 +229,6 @@ impl NodeFacts {
             facts: Vec::new(),
             values: Vec::new(),
             tables: levels.iter().map(|_| ValueTable::default()).collect(),
-            key_sets: KeySets::default(),
-            name_hasher: foldhash::fast::RandomState::default(),
             lookups: (flavor_node_labels.keys().chain(levels))
                 .map(|key| LabelLookup::new(key))
                 .collect(),
@@ -317,31 +275,28 @@ impl NodeFacts {
         }
     }
 
-    /// Whether a table or the key sets hold more than twice what `live` nodes can use (plus
-    /// the slack): time for a reset.
+    /// Whether a table holds more than twice what `live` nodes can use (plus the slack): time
+    /// for a reset.
     fn outgrown(&self, live: usize) -> bool {
         let bound = 2 * live + Self::RESET_SLACK;
-        self.tables.iter().any(|t| t.len() > bound) || self.key_sets.sets.len() > bound
+        self.tables.iter().any(|t| t.len() > bound)
     }
 
     /// Brings a slot's facts up to `node`: when it differs from the node they were read from
-    /// in its allocatable amounts only (the same name, flags, label texts and resource names;
-    /// a capacity update), only the amounts are copied; otherwise it is read afresh.
+    /// in its allocatable only (the same name, flags and label texts; a capacity update or a
+    /// resource added), the facts stand and only the node they stand for is replaced;
+    /// otherwise it is read afresh.
     fn update(&mut self, slot: usize, node: &Arc<NodeInfo>) {
         if let Some(f) = &mut self.facts[slot]
-            && only_amounts_differ(&f.node, node)
-            && (self.key_sets.sets[f.key_set as usize].iter()).eq(node.allocatable.keys())
+            && only_allocatable_differs(&f.node, node)
         {
-            for (kept, &amount) in f.amounts.iter_mut().zip(node.allocatable.values()) {
-                *kept = amount;
-            }
-            if let Verdict::Member { no_allocatable } = &mut f.verdict {
-                *no_allocatable = node.allocatable.values().all(|&v| v <= 0);
-            }
             f.node = Arc::clone(node);
             return;
         }
-        self.facts[slot] = Some(self.read(slot, node));
+        self.facts[slot] = Some(Facts {
+            verdict: self.verdict(slot, node),
+            node: Arc::clone(node),
+        });
     }
 
     /// The levels these facts are for.
@@ -349,10 +304,10 @@ impl NodeFacts {
         &self.levels
     }
 
-    /// Brings every slot's facts up to date with `slots`: a slot whose node is the same `Arc`
-    /// as last time keeps its facts, any other is brought up to it ([`Self::update`]); values
-    /// new to a level are ranked.
-    pub(crate) fn refresh(&mut self, slots: &[Option<Arc<NodeInfo>>]) {
+    /// Brings every slot's facts up to date with the nodes of `slots`: a slot whose node is
+    /// the same `Arc` as last time keeps its facts, any other is brought up to it
+    /// ([`Self::update`]); values new to a level are ranked.
+    pub(crate) fn refresh(&mut self, slots: &NodeDigests) {
         let depth = self.levels.len();
         self.facts.truncate(slots.len());
         self.facts.resize_with(slots.len(), || None);
@@ -360,7 +315,7 @@ impl NodeFacts {
         // Empty slots lose their facts; the slots whose node is not the one read last time
         // are read again below.
         let mut to_read: Vec<(usize, &Arc<NodeInfo>)> = Vec::new();
-        for (slot, (node, facts)) in slots.iter().zip(&mut self.facts).enumerate() {
+        for (slot, (node, facts)) in slots.nodes().zip(&mut self.facts).enumerate() {
             match node {
                 None => *facts = None,
                 Some(n) if facts.as_ref().is_some_and(|f| Arc::ptr_eq(n, &f.node)) => {}
@@ -374,8 +329,11 @@ impl NodeFacts {
                 table.reserve(to_read.len());
             }
         }
-        for &(slot, node) in &to_read {
-            self.update(slot, node);
+        for chunk in to_read.chunks(Self::READ_BATCH) {
+            self.touch_labels(chunk);
+            for &(slot, node) in chunk {
+                self.update(slot, node);
+            }
         }
         if many {
             for table in &mut self.tables {
@@ -396,16 +354,21 @@ impl NodeFacts {
         }
     }
 
-    fn read(&mut self, slot: usize, node: &Arc<NodeInfo>) -> Facts {
-        let verdict = self.verdict(slot, node);
-        let key_set = self.key_sets.intern(node.allocatable.keys());
-        Facts {
-            verdict,
-            key_set,
-            amounts: node.allocatable.values().copied().collect(),
-            name_hash: self.name_hasher.hash_one(node.name.as_str()),
-            node: Arc::clone(node),
+    /// Reads the label values the lookups will read of each node of a batch, and their first
+    /// byte, without acting on them: each node's labels and values sit in allocations of their
+    /// own, cold when every node is read at once (a new flavor or Topology), and a loop that
+    /// only loads keeps many of those cache misses in flight together, where the full read of
+    /// one node after another would wait for each in turn. The reads after find them cached.
+    fn touch_labels(&mut self, batch: &[(usize, &Arc<NodeInfo>)]) {
+        let mut seen = 0u8;
+        for (_, node) in batch {
+            for lookup in &mut self.lookups {
+                if let Some(value) = lookup.value_in(&node.labels) {
+                    seen ^= value.as_bytes().first().copied().unwrap_or(0);
+                }
+            }
         }
+        std::hint::black_box(seen);
     }
 
     /// The node's verdict; for a member, its level value ids are written to its slot.
@@ -429,9 +392,7 @@ impl NodeFacts {
             };
             self.values[slot * depth + lvl] = self.tables[lvl].intern(value);
         }
-        Verdict::Member {
-            no_allocatable: node.allocatable.values().all(|&v| v <= 0),
-        }
+        Verdict::Member
     }
 
     /// Every slot's facts, `None` for empty slots.
@@ -449,22 +410,12 @@ impl NodeFacts {
     pub(crate) fn ranks(&self, level: usize) -> &[u32] {
         &self.tables[level].rank
     }
-
-    /// A key set's resource names, sorted.
-    pub(crate) fn key_set(&self, id: u32) -> &[String] {
-        &self.key_sets.sets[id as usize]
-    }
-
-    /// The hasher of [`Facts::name_hash`].
-    pub(crate) fn name_hasher(&self) -> foldhash::fast::RandomState {
-        self.name_hasher.clone()
-    }
 }
 
-/// Whether a build reads the same of `new` as of `old` but the allocatable amounts: the same
+/// Whether a flavor's build reads the same of `new` as of `old` but the allocatable: the same
 /// name, readiness, cordon and label texts (the same shared allocations; labels equal in text
 /// only are read afresh).
-fn only_amounts_differ(old: &NodeInfo, new: &NodeInfo) -> bool {
+fn only_allocatable_differs(old: &NodeInfo, new: &NodeInfo) -> bool {
     old.name == new.name
         && old.ready == new.ready
         && old.ready_condition_missing == new.ready_condition_missing
@@ -591,6 +542,15 @@ mod tests {
         )
     }
 
+    /// Fresh digests of the slots' nodes.
+    fn digests_of(slots: &[Option<Arc<NodeInfo>>]) -> NodeDigests {
+        let mut digests = NodeDigests::new();
+        for (i, node) in slots.iter().enumerate() {
+            digests.set(i, node.clone());
+        }
+        digests
+    }
+
     /// A build from scratch over the slots' nodes (empty slots skipped).
     fn build_from_scratch(
         levels: &[String],
@@ -652,12 +612,13 @@ mod tests {
         )
     }
 
-    /// A build that carries its facts from build to build gives, after every change, the same
-    /// tree as a build from scratch over the same nodes, whether the changed nodes were read
-    /// ahead at their change or at the build; the cases include builds that read no node
-    /// again, some, and all, some read ahead, capacity updates (amounts copied into kept
-    /// facts), flag and resource-name changes that keep the label texts (read afresh), and
-    /// trees that pool hosts and leave nodes out.
+    /// A build that carries its facts and the nodes' digests from build to build gives, after
+    /// every change, the same tree as a build from scratch over the same nodes, whether the
+    /// changed nodes were read ahead at their change or at the build; the cases include
+    /// builds that read no node again, some, and all, some read ahead, capacity updates
+    /// (amounts copied into kept digests, facts kept), flag changes that keep the label texts
+    /// (read afresh), resource-name changes (facts kept, digests read afresh), and trees that
+    /// pool hosts and leave nodes out.
     #[test]
     fn a_rebuild_from_kept_facts_is_the_build_from_scratch() {
         let mut runner = TestRunner::new(Config {
@@ -691,6 +652,8 @@ mod tests {
                     .map(|(i, s)| s.as_ref().map(|s| s.node(i)))
                     .collect();
                 let mut facts = NodeFacts::new(&levels, &labels);
+                // Kept from step to step, as an owner of the nodes keeps them.
+                let mut digests = digests_of(&slots);
                 for step in std::iter::once(Vec::new()).chain(steps) {
                     for (i, change) in step.into_iter().enumerate() {
                         if i >= slots.len() {
@@ -723,12 +686,13 @@ mod tests {
                                 }
                                 (_, None) => None,
                             };
+                            digests.set(i, slots[i].clone());
                             if read_ahead {
                                 facts.read_ahead(i, slots[i].as_ref());
                             }
                         }
                     }
-                    let kept = TopologyTree::build_from("t", &mut facts, &slots);
+                    let kept = TopologyTree::build_from("t", &mut facts, &digests);
                     let fresh = build_from_scratch(&levels, &labels, &slots);
                     // Slots and positions among the live nodes differ only by the empty slots.
                     let slot_of: Vec<usize> =
@@ -809,7 +773,7 @@ mod tests {
         };
         let mut slots: Vec<Option<Arc<NodeInfo>>> = (0..1_500).map(|i| node(i, i / 50)).collect();
         let mut facts = NodeFacts::new(&levels, &BTreeMap::new());
-        let first = TopologyTree::build_from("t", &mut facts, &slots);
+        let first = TopologyTree::build_from("t", &mut facts, &digests_of(&slots));
         assert_eq!(
             facts.last_reads().map(|r| r.at_build),
             Some(1_500),
@@ -830,7 +794,7 @@ mod tests {
         // A node moves rack, another joins: the same tree as a build from scratch.
         slots[7] = node(7, 29);
         slots.push(node(1_500, 3));
-        let kept = TopologyTree::build_from("t", &mut facts, &slots);
+        let kept = TopologyTree::build_from("t", &mut facts, &digests_of(&slots));
         assert_eq!(
             facts.last_reads(),
             Some(NodeReads {
@@ -857,7 +821,7 @@ mod tests {
         for round in 0..200 {
             let slots: Vec<Option<Arc<NodeInfo>>> =
                 (0..20).map(|i| Some(churned(round, i))).collect();
-            let tree = TopologyTree::build_from("t", &mut facts, &slots);
+            let tree = TopologyTree::build_from("t", &mut facts, &digests_of(&slots));
             assert_eq!(tree.leaves().len(), 20, "round {round}");
             let host = tree.value(tree.leaves()[0]);
             assert_eq!(host, format!("h{round}-0"), "round {round}");
@@ -941,7 +905,7 @@ mod tests {
         }
         assert!(most > 2 * 20, "the churn reached the table: {most}");
         assert!(most <= 2 * 20 + NodeFacts::RESET_SLACK, "held {most}");
-        let kept = TopologyTree::build_from("t", &mut facts, &slots);
+        let kept = TopologyTree::build_from("t", &mut facts, &digests_of(&slots));
         let fresh = build_from_scratch(&levels, &BTreeMap::new(), &slots);
         assert_eq!(describe(&kept), describe(&fresh));
     }

@@ -16,7 +16,8 @@ use std::sync::Arc;
 use hashbrown::HashTable;
 
 use super::node::NodeInfo;
-use super::node_facts::{Facts, NodeFacts, Verdict};
+use super::node_digest::NodeDigests;
+use super::node_facts::{NodeFacts, Verdict};
 use crate::keys::HOSTNAME_LABEL;
 
 /// A hash map with a fast hasher (foldhash): the tree's maps are keyed by names and label
@@ -244,7 +245,7 @@ impl TopologyTree {
         flavor_node_labels: &BTreeMap<String, String>,
         nodes: impl IntoIterator<Item = Arc<NodeInfo>>,
     ) -> Self {
-        let slots: Vec<Option<Arc<NodeInfo>>> = nodes.into_iter().map(Some).collect();
+        let slots = NodeDigests::of_nodes(nodes);
         let mut facts = NodeFacts::new(levels, flavor_node_labels);
         Self::build_from(topology_name, &mut facts, &slots)
     }
@@ -252,12 +253,14 @@ impl TopologyTree {
     /// [`TopologyTree::build`] from node slots (`None` for an empty one), reading again only
     /// the nodes that changed since `facts` last saw them: the same tree as a build from
     /// scratch. [`TopologyTree::positions`] are slot indexes.
-    pub fn build_from(
-        topology_name: &str,
-        facts: &mut NodeFacts,
-        slots: &[Option<Arc<NodeInfo>>],
-    ) -> Self {
+    pub fn build_from(topology_name: &str, facts: &mut NodeFacts, slots: &NodeDigests) -> Self {
         facts.refresh(slots);
+        // The facts stand for the slots' nodes now: a member's slot has a digest.
+        let digest_of = |slot: usize| {
+            slots.slots()[slot]
+                .as_ref()
+                .expect("a slot with facts has a node")
+        };
         let levels = facts.levels().to_vec();
         let depth = levels.len();
         let hostname_lowest = levels.last().is_some_and(|l| l == HOSTNAME_LABEL);
@@ -268,8 +271,8 @@ impl TopologyTree {
             match &f.verdict {
                 Verdict::OtherFlavor => {}
                 Verdict::LeftOut(reason) => left_out.add(reason.clone(), &f.node.name),
-                Verdict::Member { no_allocatable } => {
-                    if *no_allocatable {
+                Verdict::Member => {
+                    if digest_of(slot).no_allocatable {
                         left_out.add(LeftOutReason::NoAllocatable, &f.node.name);
                     }
                     positions.push(slot);
@@ -285,13 +288,9 @@ impl TopologyTree {
                 paths[m * depth + lvl] = ranks[facts.values_of(slot)[lvl] as usize];
             }
         }
-        let member_facts = |m: usize| -> &Facts {
-            facts.facts()[positions[m]]
-                .as_ref()
-                .expect("a member's slot has facts")
-        };
+        let member_digest = |m: usize| digest_of(positions[m]);
         let members: Vec<Arc<NodeInfo>> = (0..positions.len())
-            .map(|m| Arc::clone(&member_facts(m).node))
+            .map(|m| Arc::clone(&member_digest(m).node))
             .collect();
         // Every member's resource key set, numbered among the members' sets; the resource
         // axis is their names' union, sorted.
@@ -300,7 +299,7 @@ impl TopologyTree {
         let mut used_sets: Vec<u32> = Vec::new();
         let mut before: Option<(u32, usize)> = None;
         for m in 0..members.len() {
-            let id = member_facts(m).key_set;
+            let id = member_digest(m).key_set;
             let local = match before {
                 Some((b, local)) if b == id => local,
                 _ => *set_of_id.entry(id).or_insert_with(|| {
@@ -313,7 +312,7 @@ impl TopologyTree {
         }
         let mut resources: Vec<String> = used_sets
             .iter()
-            .flat_map(|&id| facts.key_set(id).iter().cloned())
+            .flat_map(|&id| slots.key_set(id).iter().cloned())
             .collect();
         resources.sort_unstable();
         resources.dedup();
@@ -325,7 +324,7 @@ impl TopologyTree {
         // Each key set's names as dense resource ids, in the set's (name) order.
         let key_set_ids: Vec<Vec<usize>> = used_sets
             .iter()
-            .map(|&id| facts.key_set(id).iter().map(|k| resource_ids[k]).collect())
+            .map(|&id| slots.key_set(id).iter().map(|k| resource_ids[k]).collect())
             .collect();
 
         // Every member, sorted by its full path.
@@ -424,7 +423,7 @@ impl TopologyTree {
                 let row = &mut capacity[idx * width..(idx + 1) * width];
                 for &n in &leaf_members[members.clone()] {
                     let ids = &key_set_ids[key_set_of[n] as usize];
-                    for (&id, value) in ids.iter().zip(&member_facts(n).amounts) {
+                    for (&id, value) in ids.iter().zip(&member_digest(n).amounts) {
                         row[id] = row[id].saturating_add(*value);
                     }
                 }
@@ -440,13 +439,13 @@ impl TopologyTree {
             }
             by_level.push(ids);
         }
-        let name_hasher = facts.name_hasher();
+        let name_hasher = slots.name_hasher();
         let mut node_leaf = HashTable::with_capacity(members.len());
         if let Some(leaf_ids) = by_level.last() {
             for &leaf in leaf_ids {
                 for &n in &leaf_members[domains[leaf].members.clone()] {
-                    node_leaf.insert_unique(member_facts(n).name_hash, (n, leaf), |&(m, _)| {
-                        member_facts(m).name_hash
+                    node_leaf.insert_unique(member_digest(n).name_hash, (n, leaf), |&(m, _)| {
+                        member_digest(m).name_hash
                     });
                 }
             }

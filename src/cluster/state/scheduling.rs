@@ -13,6 +13,7 @@ use super::{ClusterState, FlavorTopology, NodeId};
 use crate::cluster::group::GroupKey;
 use crate::cluster::scheduling_groups::{GroupId, Origin, PendingMember, SchedulingGroup};
 use crate::keys::HOSTNAME_LABEL;
+use crate::topology::node_digest::NodeDigests;
 use crate::topology::node_facts::NodeFacts;
 use crate::topology::podgroup::{self, MAX_DEPTH};
 use crate::topology::tree::TopologyTree;
@@ -283,11 +284,11 @@ impl ClusterState {
             .hostname_seats
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        let slots = kept.refresh(&self.nodes);
-        let facts = kept
-            .facts
+        kept.refresh(&self.nodes);
+        let HostnameSeats { seats, facts, .. } = &mut *kept;
+        let facts = facts
             .get_or_insert_with(|| NodeFacts::new(&[HOSTNAME_LABEL.to_string()], &BTreeMap::new()));
-        let tree = TopologyTree::build_from(HOSTNAME_TREE, facts, &slots);
+        let tree = TopologyTree::build_from(HOSTNAME_TREE, facts, seats);
         // Slots are node ids.
         let member_ids = tree.positions.iter().map(|&p| p as NodeId).collect();
         let built = Arc::new(FlavorTopology {
@@ -302,34 +303,42 @@ impl ClusterState {
     }
 }
 
-/// The seats of the hostname tree by node id, each with the node it was made from, and the
-/// facts its last build read of them.
+/// The seats of the hostname tree by node id, the node each was made from, and the facts its
+/// last build read of them.
 ///
 /// Invariant: a seat is the node it was made from with only its hostname as labels, Ready,
 /// schedulable and untainted; it is the same `Arc` for as long as that node is, so the
 /// facts re-read only the seats of nodes that changed.
 #[derive(Debug, Default)]
 pub(super) struct HostnameSeats {
-    seats: Vec<Option<(Arc<NodeInfo>, Arc<NodeInfo>)>>,
+    seats: NodeDigests,
+    /// By id, the node each seat was made from.
+    made_from: Vec<Option<Arc<NodeInfo>>>,
     facts: Option<NodeFacts>,
 }
 
 impl HostnameSeats {
-    /// Brings the seats up to date with `nodes` (by id) and returns them by id.
-    fn refresh(&mut self, nodes: &[Option<Arc<NodeInfo>>]) -> Vec<Option<Arc<NodeInfo>>> {
-        self.seats.truncate(nodes.len());
-        self.seats.resize_with(nodes.len(), || None);
-        for (node, kept) in nodes.iter().zip(&mut self.seats) {
+    /// Brings the seats up to date with `nodes` (by id).
+    fn refresh(&mut self, nodes: &NodeDigests) {
+        self.made_from.truncate(nodes.len());
+        self.made_from.resize_with(nodes.len(), || None);
+        for (id, (node, from)) in nodes.nodes().zip(&mut self.made_from).enumerate() {
             match node {
-                None => *kept = None,
-                Some(n) if kept.as_ref().is_some_and(|(from, _)| Arc::ptr_eq(from, n)) => {}
-                Some(n) => *kept = Some((Arc::clone(n), Arc::new(seat_of(n)))),
+                None if from.is_some() => {
+                    *from = None;
+                    self.seats.set(id, None);
+                }
+                None => {}
+                Some(n) if from.as_ref().is_some_and(|from| Arc::ptr_eq(from, n)) => {}
+                Some(n) => {
+                    *from = Some(Arc::clone(n));
+                    self.seats.set(id, Some(Arc::new(seat_of(n))));
+                }
             }
         }
-        self.seats
-            .iter()
-            .map(|kept| kept.as_ref().map(|(_, seat)| Arc::clone(seat)))
-            .collect()
+        for id in nodes.len()..self.seats.len() {
+            self.seats.set(id, None);
+        }
     }
 }
 
@@ -569,7 +578,7 @@ mod tests {
         let (shared, _) = s.scheduling_usage(|_| None);
         assert!(shared.iter().all(|n| {
             s.node_id(&n.name)
-                .and_then(|id| s.nodes[id as usize].as_ref())
+                .and_then(|id| s.nodes.node(id as usize))
                 .is_some_and(|live| Arc::ptr_eq(live, n))
         }));
         assert_eq!(shared.len(), 3);

@@ -1,0 +1,268 @@
+//! What every topology tree build reads of a node whatever its flavor: its allocatable
+//! resource names as an interned key set, their amounts, whether they are all zero, and its
+//! name's hash. Kept by slot by whoever owns the nodes (the cluster state keeps its nodes
+//! here) and brought up to date at each node's event, where the node is in cache, so that a
+//! build for a flavor or Topology never seen before reads none of it from the nodes' own
+//! separately allocated names and resource maps: only their labels.
+//!
+//! Invariants: a slot's digest is what a read of the `Arc<NodeInfo>` it holds gives (read
+//! from it, or from a node that differed from it only in allocatable amounts, with the amounts
+//! copied); every digest's key set is interned in [`NodeDigests::key_set`]; key sets only
+//! grow until they hold more than twice what the live nodes can use (plus a slack), when they
+//! are interned again from the live nodes, which bounds their number.
+
+use std::hash::BuildHasher;
+use std::sync::Arc;
+
+use super::node::NodeInfo;
+
+type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
+/// One node's digest.
+#[derive(Debug)]
+pub struct NodeDigest {
+    /// The node it was read from.
+    pub node: Arc<NodeInfo>,
+    /// Its allocatable resource names, as an id into [`NodeDigests::key_set`].
+    pub key_set: u32,
+    /// Its allocatable amounts, in its key set's (name) order.
+    pub amounts: Box<[i64]>,
+    /// Every allocatable amount is zero or less.
+    pub no_allocatable: bool,
+    /// Its name hashed with [`NodeDigests::name_hasher`].
+    pub name_hash: u64,
+}
+
+/// The distinct allocatable key sets, each with a dense id.
+#[derive(Debug, Default)]
+struct KeySets {
+    sets: Vec<Box<[String]>>,
+    /// Set ids by the hash of their names.
+    by_hash: FastMap<u64, Vec<u32>>,
+    hasher: foldhash::fast::FixedState,
+}
+
+impl KeySets {
+    fn intern<'k>(&mut self, keys: impl Iterator<Item = &'k String> + Clone) -> u32 {
+        if let Some(last) = self.sets.last()
+            && last.iter().eq(keys.clone())
+        {
+            return self.sets.len() as u32 - 1;
+        }
+        let hash = keys.clone().fold(0u64, |h, k| {
+            h.rotate_left(5) ^ self.hasher.hash_one(k.as_str())
+        });
+        let candidates = self.by_hash.entry(hash).or_default();
+        if let Some(&id) = candidates
+            .iter()
+            .find(|&&id| self.sets[id as usize].iter().eq(keys.clone()))
+        {
+            return id;
+        }
+        let id = self.sets.len() as u32;
+        self.sets.push(keys.cloned().collect());
+        candidates.push(id);
+        id
+    }
+}
+
+/// Every node slot with its digest (see the module documentation).
+#[derive(Debug, Default)]
+pub struct NodeDigests {
+    /// By slot (the owner's node id); `None` for an empty slot.
+    slots: Vec<Option<NodeDigest>>,
+    /// How many slots hold a node.
+    live: usize,
+    key_sets: KeySets,
+    name_hasher: foldhash::fast::RandomState,
+}
+
+impl NodeDigests {
+    /// Key sets are interned again once they number more than twice the live nodes plus this.
+    const RESET_SLACK: usize = 1024;
+
+    /// No slots.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// One slot per node, in order.
+    pub fn of_nodes(nodes: impl IntoIterator<Item = Arc<NodeInfo>>) -> Self {
+        let mut digests = Self::new();
+        for (slot, node) in nodes.into_iter().enumerate() {
+            digests.set(slot, Some(node));
+        }
+        digests
+    }
+
+    /// How many slots there are, empty ones included.
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Whether there is no slot at all.
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// The node in a slot.
+    pub fn node(&self, slot: usize) -> Option<&Arc<NodeInfo>> {
+        self.slots.get(slot)?.as_ref().map(|d| &d.node)
+    }
+
+    /// Every slot's node, `None` for empty slots.
+    pub fn nodes(&self) -> impl ExactSizeIterator<Item = Option<&Arc<NodeInfo>>> + '_ {
+        self.slots.iter().map(|d| d.as_ref().map(|d| &d.node))
+    }
+
+    /// Every slot's digest, `None` for empty slots.
+    pub fn slots(&self) -> &[Option<NodeDigest>] {
+        &self.slots
+    }
+
+    /// Puts `node` in a slot (`None` empties it), growing the slots as needed. A node that
+    /// differs from the slot's last one only in allocatable amounts (a capacity update) has its
+    /// amounts copied into the kept digest; any other is read afresh.
+    pub fn set(&mut self, slot: usize, node: Option<Arc<NodeInfo>>) {
+        if slot >= self.slots.len() {
+            self.slots.resize_with(slot + 1, || None);
+        }
+        let was_live = self.slots[slot].is_some();
+        match node {
+            None => self.slots[slot] = None,
+            Some(node) => {
+                if let Some(d) = &mut self.slots[slot]
+                    && d.node.name == node.name
+                    && (self.key_sets.sets[d.key_set as usize].iter()).eq(node.allocatable.keys())
+                {
+                    for (kept, &amount) in d.amounts.iter_mut().zip(node.allocatable.values()) {
+                        *kept = amount;
+                    }
+                    d.no_allocatable = no_allocatable(&node);
+                    d.node = node;
+                } else {
+                    self.slots[slot] = Some(self.read(node));
+                }
+            }
+        }
+        match (was_live, self.slots[slot].is_some()) {
+            (false, true) => self.live += 1,
+            (true, false) => self.live -= 1,
+            _ => {}
+        }
+        if self.key_sets.sets.len() > 2 * self.live + Self::RESET_SLACK {
+            self.intern_key_sets_again();
+        }
+    }
+
+    fn read(&mut self, node: Arc<NodeInfo>) -> NodeDigest {
+        NodeDigest {
+            key_set: self.key_sets.intern(node.allocatable.keys()),
+            amounts: node.allocatable.values().copied().collect(),
+            no_allocatable: no_allocatable(&node),
+            name_hash: self.name_hasher.hash_one(node.name.as_str()),
+            node,
+        }
+    }
+
+    /// Drops the key sets no live node has, renumbering the others.
+    fn intern_key_sets_again(&mut self) {
+        self.key_sets = KeySets::default();
+        for d in self.slots.iter_mut().flatten() {
+            d.key_set = self.key_sets.intern(d.node.allocatable.keys());
+        }
+    }
+
+    /// A key set's resource names, sorted.
+    pub fn key_set(&self, id: u32) -> &[String] {
+        &self.key_sets.sets[id as usize]
+    }
+
+    /// The hasher of [`NodeDigest::name_hash`].
+    pub fn name_hasher(&self) -> foldhash::fast::RandomState {
+        self.name_hasher.clone()
+    }
+}
+
+fn no_allocatable(node: &NodeInfo) -> bool {
+    node.allocatable.values().all(|&v| v <= 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::fixtures::NodeBuilder;
+
+    fn node(name: &str, cpu: i64) -> Arc<NodeInfo> {
+        Arc::new(NodeBuilder::new(name).cpu(cpu).build())
+    }
+
+    /// Each slot's digest is a fresh read of its node after any sequence of puts: capacity
+    /// updates copy amounts in place (the same box), a new resource name or a new node is read
+    /// afresh, empty slots count as such.
+    #[test]
+    fn a_kept_digest_is_a_fresh_read_of_its_node() {
+        let mut digests = NodeDigests::new();
+        digests.set(2, Some(node("a", 4)));
+        assert_eq!(digests.len(), 3);
+        assert!(digests.node(0).is_none() && digests.node(1).is_none());
+        let first = digests.slots()[2].as_ref().expect("set").amounts.as_ptr();
+
+        // A capacity update: amounts copied into the same box.
+        let mut zero = NodeInfo::clone(&node("a", 0));
+        zero.allocatable.values_mut().for_each(|v| *v = 0);
+        digests.set(2, Some(Arc::new(zero)));
+        let d = digests.slots()[2].as_ref().expect("set");
+        assert_eq!(d.amounts.as_ptr(), first, "amounts copied in place");
+        assert!(d.amounts.iter().all(|&a| a == 0) && d.no_allocatable);
+
+        // A resource name added: a key set of its own, read afresh.
+        let mut gpu = NodeInfo::clone(&node("a", 4));
+        gpu.allocatable.insert("nvidia.com/gpu".into(), 8);
+        digests.set(2, Some(Arc::new(gpu)));
+        let fresh = NodeDigests::of_nodes([Arc::clone(digests.node(2).expect("set"))]);
+        let (kept, read) = (
+            digests.slots()[2].as_ref().expect("set"),
+            fresh.slots()[0].as_ref().expect("set"),
+        );
+        assert_eq!(digests.key_set(kept.key_set), fresh.key_set(read.key_set));
+        assert_eq!(kept.amounts, read.amounts);
+        assert!(!kept.no_allocatable);
+        assert!(
+            digests
+                .key_set(kept.key_set)
+                .contains(&"nvidia.com/gpu".to_string())
+        );
+
+        digests.set(2, None);
+        assert!(digests.node(2).is_none());
+        assert_eq!(digests.live, 0);
+    }
+
+    /// Key sets no node has any more are dropped once they outnumber the live nodes twice over
+    /// (plus the slack), and every live digest still names its own resources after.
+    #[test]
+    fn key_sets_stay_bounded_as_resource_names_churn() {
+        let mut digests = NodeDigests::new();
+        let mut most = 0;
+        for round in 0..3_000 {
+            for slot in 0..2 {
+                let mut n = NodeInfo::clone(&node(&format!("n{slot}"), 8));
+                n.allocatable
+                    .insert(format!("example.com/r{round}-{slot}"), 1);
+                digests.set(slot, Some(Arc::new(n)));
+                most = most.max(digests.key_sets.sets.len());
+            }
+        }
+        assert!(most > 2 * 2 + 100, "the churn reached the key sets: {most}");
+        assert!(most <= 2 * 2 + NodeDigests::RESET_SLACK, "held {most}");
+        for d in digests.slots().iter().flatten() {
+            assert!(
+                digests
+                    .key_set(d.key_set)
+                    .iter()
+                    .eq(d.node.allocatable.keys())
+            );
+        }
+    }
+}
