@@ -233,7 +233,7 @@ pub struct ClusterState {
     kueue: KueueObjects,
     trees: Mutex<HashMap<String, Arc<FlavorTopology>>>,
     /// Per TAS flavor (kept from the moment its Topology and flavor are known), what its tree
-    /// builds read of each node, read at each node's event, so that a build reads only the
+    /// builds read of each node for that flavor (the rest is in `nodes`), read at each node's event, so that a build reads only the
     /// nodes not read since. Locked only while `trees` is (lock order: `trees` first); the
     /// events reach it through `&mut self`, without the lock.
     tree_facts: Mutex<HashMap<String, NodeFacts>>,

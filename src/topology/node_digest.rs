@@ -5,11 +5,17 @@
 //! build for a flavor or Topology never seen before reads none of it from the nodes' own
 //! separately allocated names and resource maps: only their labels.
 //!
+//! The amounts of all nodes sit in one array, node after node in the order they were first
+//! read (slot order at a start-up, and again after each compaction), so a build sums them
+//! from consecutive memory rather than from an allocation per node.
+//!
 //! Invariants: a slot's digest is what a read of the `Arc<NodeInfo>` it holds gives (read
-//! from it, or from a node that differed from it only in allocatable amounts, with the amounts
-//! copied); every digest's key set is interned in [`NodeDigests::key_set`]; key sets only
+//! from it, or from a node with the same name and allocatable resource names, with the
+//! amounts copied); every digest's key set is interned in [`NodeDigests::key_set`]; key sets only
 //! grow until they hold more than twice what the live nodes can use (plus a slack), when they
-//! are interned again from the live nodes, which bounds their number.
+//! are interned again from the live nodes, which bounds their number; live digests' amounts
+//! never overlap, and the amounts no digest holds are compacted away once they outnumber the
+//! held ones (plus a slack).
 
 use std::hash::BuildHasher;
 use std::sync::Arc;
@@ -25,8 +31,11 @@ pub struct NodeDigest {
     pub node: Arc<NodeInfo>,
     /// Its allocatable resource names, as an id into [`NodeDigests::key_set`].
     pub key_set: u32,
-    /// Its allocatable amounts, in its key set's (name) order.
-    pub amounts: Box<[i64]>,
+    /// Where its allocatable amounts start in the shared array ([`NodeDigests::amounts`]),
+    /// in its key set's (name) order.
+    amounts_at: u32,
+    /// How many amounts it has (its key set's length).
+    amounts_len: u32,
     /// Every allocatable amount is zero or less.
     pub no_allocatable: bool,
     /// Its name hashed with [`NodeDigests::name_hasher`].
@@ -74,12 +83,18 @@ pub struct NodeDigests {
     /// How many slots hold a node.
     live: usize,
     key_sets: KeySets,
+    /// Every digest's amounts, at its `amounts_at`.
+    amounts: Vec<i64>,
+    /// How many of `amounts` no digest holds.
+    unheld: usize,
     name_hasher: foldhash::fast::RandomState,
 }
 
 impl NodeDigests {
     /// Key sets are interned again once they number more than twice the live nodes plus this.
     const RESET_SLACK: usize = 1024;
+    /// Amounts are compacted once those no digest holds outnumber the held ones plus this.
+    const COMPACT_SLACK: usize = 4096;
 
     /// No slots.
     pub fn new() -> Self {
@@ -120,28 +135,37 @@ impl NodeDigests {
         &self.slots
     }
 
-    /// Puts `node` in a slot (`None` empties it), growing the slots as needed. A node that
-    /// differs from the slot's last one only in allocatable amounts (a capacity update) has its
-    /// amounts copied into the kept digest; any other is read afresh.
+    /// Puts `node` in a slot (`None` empties it), growing the slots as needed. A node with the
+    /// same name and allocatable resource names as the slot's last one (a capacity update, or
+    /// a change of labels or flags, which a digest does not read) has its amounts copied into
+    /// the kept digest; any other is read afresh.
     pub fn set(&mut self, slot: usize, node: Option<Arc<NodeInfo>>) {
         if slot >= self.slots.len() {
             self.slots.resize_with(slot + 1, || None);
         }
         let was_live = self.slots[slot].is_some();
         match node {
-            None => self.slots[slot] = None,
+            None => {
+                if let Some(gone) = self.slots[slot].take() {
+                    self.unheld += gone.amounts_len as usize;
+                }
+            }
             Some(node) => {
                 if let Some(d) = &mut self.slots[slot]
                     && d.node.name == node.name
                     && (self.key_sets.sets[d.key_set as usize].iter()).eq(node.allocatable.keys())
                 {
-                    for (kept, &amount) in d.amounts.iter_mut().zip(node.allocatable.values()) {
+                    let at = d.amounts_at as usize;
+                    let kept = &mut self.amounts[at..at + d.amounts_len as usize];
+                    for (kept, &amount) in kept.iter_mut().zip(node.allocatable.values()) {
                         *kept = amount;
                     }
                     d.no_allocatable = no_allocatable(&node);
                     d.node = node;
                 } else {
-                    self.slots[slot] = Some(self.read(node));
+                    let before = self.slots[slot].take();
+                    let digest = self.read(node, before.as_ref());
+                    self.slots[slot] = Some(digest);
                 }
             }
         }
@@ -153,16 +177,55 @@ impl NodeDigests {
         if self.key_sets.sets.len() > 2 * self.live + Self::RESET_SLACK {
             self.intern_key_sets_again();
         }
+        if self.unheld > self.amounts.len() - self.unheld + Self::COMPACT_SLACK {
+            self.compact_amounts();
+        }
     }
 
-    fn read(&mut self, node: Arc<NodeInfo>) -> NodeDigest {
+    /// A digest of `node`; its amounts go where those of `before` (the slot's last digest)
+    /// were when there are as many, at the end of the array otherwise.
+    fn read(&mut self, node: Arc<NodeInfo>, before: Option<&NodeDigest>) -> NodeDigest {
+        let len = node.allocatable.len();
+        let amounts_at = match before {
+            Some(b) if b.amounts_len as usize == len => b.amounts_at as usize,
+            _ => {
+                self.unheld += before.map_or(0, |b| b.amounts_len as usize);
+                self.amounts.resize(self.amounts.len() + len, 0);
+                self.amounts.len() - len
+            }
+        };
+        for (kept, &amount) in self.amounts[amounts_at..]
+            .iter_mut()
+            .zip(node.allocatable.values())
+        {
+            *kept = amount;
+        }
         NodeDigest {
             key_set: self.key_sets.intern(node.allocatable.keys()),
-            amounts: node.allocatable.values().copied().collect(),
+            amounts_at: amounts_at as u32,
+            amounts_len: len as u32,
             no_allocatable: no_allocatable(&node),
             name_hash: self.name_hasher.hash_one(node.name.as_str()),
             node,
         }
+    }
+
+    /// Moves every live digest's amounts together, in slot order, dropping the rest.
+    fn compact_amounts(&mut self) {
+        let mut packed = Vec::with_capacity(self.amounts.len() - self.unheld);
+        for d in self.slots.iter_mut().flatten() {
+            let at = d.amounts_at as usize;
+            d.amounts_at = packed.len() as u32;
+            packed.extend_from_slice(&self.amounts[at..at + d.amounts_len as usize]);
+        }
+        self.amounts = packed;
+        self.unheld = 0;
+    }
+
+    /// A digest's allocatable amounts, in its key set's (name) order.
+    pub fn amounts(&self, digest: &NodeDigest) -> &[i64] {
+        let at = digest.amounts_at as usize;
+        &self.amounts[at..at + digest.amounts_len as usize]
     }
 
     /// Drops the key sets no live node has, renumbering the others.
@@ -206,15 +269,16 @@ mod tests {
         digests.set(2, Some(node("a", 4)));
         assert_eq!(digests.len(), 3);
         assert!(digests.node(0).is_none() && digests.node(1).is_none());
-        let first = digests.slots()[2].as_ref().expect("set").amounts.as_ptr();
+        let amounts_at = |d: &NodeDigests| d.slots()[2].as_ref().expect("set").amounts_at;
+        let first = amounts_at(&digests);
 
         // A capacity update: amounts copied into the same box.
         let mut zero = NodeInfo::clone(&node("a", 0));
         zero.allocatable.values_mut().for_each(|v| *v = 0);
         digests.set(2, Some(Arc::new(zero)));
         let d = digests.slots()[2].as_ref().expect("set");
-        assert_eq!(d.amounts.as_ptr(), first, "amounts copied in place");
-        assert!(d.amounts.iter().all(|&a| a == 0) && d.no_allocatable);
+        assert_eq!(amounts_at(&digests), first, "amounts copied in place");
+        assert!(digests.amounts(d).iter().all(|&a| a == 0) && d.no_allocatable);
 
         // A resource name added: a key set of its own, read afresh.
         let mut gpu = NodeInfo::clone(&node("a", 4));
@@ -226,7 +290,8 @@ mod tests {
             fresh.slots()[0].as_ref().expect("set"),
         );
         assert_eq!(digests.key_set(kept.key_set), fresh.key_set(read.key_set));
-        assert_eq!(kept.amounts, read.amounts);
+        assert_eq!(digests.amounts(kept), fresh.amounts(read));
+        assert_ne!(amounts_at(&digests), first, "more amounts: at the end");
         assert!(!kept.no_allocatable);
         assert!(
             digests
@@ -264,5 +329,48 @@ mod tests {
                     .eq(d.node.allocatable.keys())
             );
         }
+    }
+
+    /// Amounts no digest holds any more (nodes gone, or grown a resource) are compacted away
+    /// once they outnumber the held ones (plus the slack), and every digest still reads its
+    /// own node's amounts after; a compaction lays them out in slot order.
+    #[test]
+    fn amounts_stay_bounded_as_nodes_come_and_go() {
+        let mut digests = NodeDigests::new();
+        let (mut most, mut compactions, mut last_len) = (0, 0, 0);
+        for round in 0..2_000i64 {
+            for slot in 0..4 {
+                let mut n = NodeInfo::clone(&node(&format!("n{slot}"), round));
+                // Every other round a resource more: the amounts move to the end.
+                for r in 0..(round + slot as i64) % 2 {
+                    n.allocatable.insert(format!("example.com/r{r}"), round);
+                }
+                let node = (round % 3 != 0 || slot != 0).then(|| Arc::new(n));
+                digests.set(slot, node);
+            }
+            most = most.max(digests.amounts.len());
+            if digests.amounts.len() < last_len {
+                compactions += 1;
+            }
+            last_len = digests.amounts.len();
+            for d in digests.slots().iter().flatten() {
+                let want: Vec<i64> = d.node.allocatable.values().copied().collect();
+                assert_eq!(digests.amounts(d), want, "round {round}");
+            }
+        }
+        assert!(compactions >= 2, "only {compactions} compactions");
+        assert!(
+            most <= 2 * 4 * 4 + NodeDigests::COMPACT_SLACK,
+            "held {most}"
+        );
+        digests.compact_amounts();
+        let at: Vec<u32> = (digests.slots().iter().flatten())
+            .map(|d| d.amounts_at)
+            .collect();
+        assert!(at.is_sorted() && digests.unheld == 0, "{at:?}");
+        let held: usize = (digests.slots().iter().flatten())
+            .map(|d| d.node.allocatable.len())
+            .sum();
+        assert_eq!(digests.amounts.len(), held);
     }
 }

@@ -7,8 +7,8 @@
 //! so that even a first build after start-up reads none.
 //!
 //! Invariants: the facts of a slot are what a read of the `Arc<NodeInfo>` they keep gives
-//! (read from it, or from a node that differed from it only in allocatable amounts, which
-//! facts do not hold; the `Arc` is held, so its address cannot be reused by another node
+//! (read from it, or from a node that differed from it only in its allocatable, which facts
+//! do not read; the `Arc` is held, so its address cannot be reused by another node
 //! while the facts stand);
 //! every level value id of a member is interned in that level's value table; the tables'
 //! ranks order ids as their texts order; the facts are only for the levels and flavor node
@@ -99,20 +99,20 @@ impl ValueTable {
             // all share, packed into an integer), then by the text where keys tie: thousands
             // of hostnames sort as integers, each text read once, not at every comparison.
             let shared = shared_prefix(texts[ranked..].iter().map(|t| t.as_bytes()));
-            let mut fresh: Vec<(u128, &str, u32)> = (ranked..texts.len())
-                .map(|id| {
-                    (
-                        order_key(&texts[id].as_bytes()[shared..]),
-                        &*texts[id],
-                        id as u32,
-                    )
-                })
+            let mut fresh: Vec<(u128, u32)> = (ranked..texts.len())
+                .map(|id| (order_key(&texts[id].as_bytes()[shared..]), id as u32))
                 .collect();
-            // Texts are distinct, so ids never decide.
-            fresh.sort_unstable();
+            fresh.sort_unstable_by_key(|&(key, _)| key);
+            // Texts are distinct: where keys tie, the texts decide.
+            for tied in fresh.chunk_by_mut(|a, b| a.0 == b.0) {
+                if tied.len() > 1 {
+                    tied.sort_unstable_by(|a, b| texts[a.1 as usize].cmp(&texts[b.1 as usize]));
+                }
+            }
             let mut merged = Vec::with_capacity(texts.len());
             let mut from = 0;
-            for (_, text, id) in fresh {
+            for (_, id) in fresh {
+                let text = &*texts[id as usize];
                 let at = from + self.order[from..].partition_point(|&o| &*texts[o as usize] < text);
                 merged.extend_from_slice(&self.order[from..at]);
                 merged.push(id);
@@ -201,7 +201,8 @@ pub struct NodeFacts {
 
 /// How many node reads a build's facts made since the build before: at the nodes' events
 /// (read ahead; a node that changed twice is read twice) and at the build itself (the other
-/// nodes were unchanged). A capacity update whose amounts are copied counts as a read.
+/// nodes were unchanged). A node whose facts are kept (only its allocatable changed) counts
+/// as a read.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct NodeReads {
     pub at_events: usize,
@@ -703,6 +704,24 @@ mod tests {
                     let mut fresh = fresh;
                     fresh.positions = fresh_slots;
                     prop_assert_eq!(describe(&kept), describe(&fresh));
+                    // Both read the nodes through digests: hold the leaves' capacity and the
+                    // nodes left out for no allocatable to the nodes themselves too.
+                    for &leaf in kept.leaves() {
+                        for (id, name) in kept.resources.iter().enumerate() {
+                            let total: i64 = (kept.leaf_members(leaf).iter())
+                                .map(|&m| kept.nodes[m].allocatable.get(name).copied().unwrap_or(0))
+                                .fold(0, i64::saturating_add);
+                            prop_assert_eq!(kept.capacity(leaf)[id], total, "{}", name);
+                        }
+                    }
+                    let no_allocatable = (kept.nodes.iter())
+                        .filter(|n| n.allocatable.values().all(|&v| v <= 0))
+                        .count();
+                    prop_assert_eq!(
+                        (kept.left_out.by_reason.get(&LeftOutReason::NoAllocatable))
+                            .map_or(0, |(count, _)| *count),
+                        no_allocatable
+                    );
                     // Both come from the same ranks: hold those to the texts' own order.
                     for level in &kept.by_level {
                         for pair in level.windows(2) {
@@ -810,7 +829,7 @@ mod tests {
         );
     }
 
-    /// Values and key sets that no node uses any more are dropped once they outnumber the
+    /// Values that no node uses any more are dropped once they outnumber the
     /// live nodes' twice over (plus the slack): facts kept for long do not grow without bound,
     /// and the trees stay right through the reset.
     #[test]

@@ -5,8 +5,10 @@
 //! the full label path, which is also Kueue's tie-breaker order; in hostname-lowest mode a leaf
 //! is one hostname (nodes sharing it pool their allocatable, the first node gives the path),
 //! otherwise a leaf pools every node with the same full label path. A build reads the nodes
-//! through their [`NodeFacts`] (level values ranked as integers, resources as numbered key
-//! sets), which a caller may keep between builds so that a rebuild reads only what changed.
+//! through their [`NodeDigests`] (resources as numbered key sets and amounts in one array,
+//! name hashes; whatever the flavor) and the flavor's [`NodeFacts`] (membership, level values
+//! ranked as integers), which a caller may keep between builds so that a rebuild reads only
+//! what changed.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasher, Hash};
@@ -250,9 +252,9 @@ impl TopologyTree {
         Self::build_from(topology_name, &mut facts, &slots)
     }
 
-    /// [`TopologyTree::build`] from node slots (`None` for an empty one), reading again only
-    /// the nodes that changed since `facts` last saw them: the same tree as a build from
-    /// scratch. [`TopologyTree::positions`] are slot indexes.
+    /// [`TopologyTree::build`] from the nodes of digest slots (empty slots skipped), reading
+    /// again only the nodes that changed since `facts` last saw them: the same tree as a build
+    /// from scratch. [`TopologyTree::positions`] are slot indexes.
     pub fn build_from(topology_name: &str, facts: &mut NodeFacts, slots: &NodeDigests) -> Self {
         facts.refresh(slots);
         // The facts stand for the slots' nodes now: a member's slot has a digest.
@@ -423,7 +425,7 @@ impl TopologyTree {
                 let row = &mut capacity[idx * width..(idx + 1) * width];
                 for &n in &leaf_members[members.clone()] {
                     let ids = &key_set_ids[key_set_of[n] as usize];
-                    for (&id, value) in ids.iter().zip(&member_digest(n).amounts) {
+                    for (&id, value) in ids.iter().zip(slots.amounts(member_digest(n))) {
                         row[id] = row[id].saturating_add(*value);
                     }
                 }

@@ -612,6 +612,11 @@ mod tests {
             seat(&fourth, "aa").and_then(|n| n.allocatable.get("cpu").copied()),
             Some(6000)
         );
+        // The seat's leaf holds its new capacity (the seat's kept digest took its amounts).
+        let tree = &fourth.tree;
+        let leaf = tree.leaf_of_node("aa").expect("a seat");
+        let cpu = tree.resource_id("cpu").expect("cpu");
+        assert_eq!(tree.capacity(leaf)[cpu], 6000);
     }
 
     /// A cordoned node, with the taint the node lifecycle controller gives it.
