@@ -261,7 +261,7 @@ mod tests {
     }
 
     /// Each slot's digest is a fresh read of its node after any sequence of puts: capacity
-    /// updates copy amounts in place (the same box), a new resource name or a new node is read
+    /// updates copy amounts in place (the same range), a new resource name or a new node is read
     /// afresh, empty slots count as such.
     #[test]
     fn a_kept_digest_is_a_fresh_read_of_its_node() {
@@ -272,7 +272,7 @@ mod tests {
         let amounts_at = |d: &NodeDigests| d.slots()[2].as_ref().expect("set").amounts_at;
         let first = amounts_at(&digests);
 
-        // A capacity update: amounts copied into the same box.
+        // A capacity update: amounts copied into the same range.
         let mut zero = NodeInfo::clone(&node("a", 0));
         zero.allocatable.values_mut().for_each(|v| *v = 0);
         digests.set(2, Some(Arc::new(zero)));
@@ -331,46 +331,99 @@ mod tests {
         }
     }
 
+    /// The shared amounts array's invariants: every live range in bounds, no two overlapping,
+    /// `unheld` exactly what no live digest holds.
+    fn check_amounts(digests: &NodeDigests) {
+        let mut ranges: Vec<(usize, usize)> = (digests.slots().iter().flatten())
+            .map(|d| (d.amounts_at as usize, d.amounts_len as usize))
+            .collect();
+        ranges.sort_unstable();
+        for pair in ranges.windows(2) {
+            assert!(pair[0].0 + pair[0].1 <= pair[1].0, "overlap {pair:?}");
+        }
+        let held: usize = ranges.iter().map(|r| r.1).sum();
+        assert!(
+            ranges
+                .last()
+                .is_none_or(|r| r.0 + r.1 <= digests.amounts.len())
+        );
+        assert_eq!(digests.unheld, digests.amounts.len() - held);
+        for d in digests.slots().iter().flatten() {
+            assert!(digests.amounts(d).iter().eq(d.node.allocatable.values()));
+        }
+    }
+
     /// Amounts no digest holds any more (nodes gone, or grown a resource) are compacted away
-    /// once they outnumber the held ones (plus the slack), and every digest still reads its
-    /// own node's amounts after; a compaction lays them out in slot order.
+    /// once they outnumber the held ones (plus the slack); through it every digest reads its own
+    /// node's amounts (each slot's distinct), ranges never overlap, a node read afresh with as
+    /// many amounts keeps its range, digests set once survive the compactions, and a compaction
+    /// lays the ranges out in slot order, back to back.
     #[test]
     fn amounts_stay_bounded_as_nodes_come_and_go() {
         let mut digests = NodeDigests::new();
-        let (mut most, mut compactions, mut last_len) = (0, 0, 0);
+        // Set once, never touched again.
+        for slot in 4..6 {
+            digests.set(
+                slot,
+                Some(node(&format!("stable{slot}"), 100 + slot as i64)),
+            );
+        }
+        let (mut most, mut compactions, mut last_len, mut same_range) = (0, 0, 0, 0);
         for round in 0..2_000i64 {
             for slot in 0..4 {
-                let mut n = NodeInfo::clone(&node(&format!("n{slot}"), round));
-                // Every other round a resource more: the amounts move to the end.
-                for r in 0..(round + slot as i64) % 2 {
-                    n.allocatable.insert(format!("example.com/r{r}"), round);
+                // Every other round a resource more: the amounts move to the end; but now
+                // and then another node in slot 3, with as many amounts as the slot's last:
+                // read afresh in place.
+                let other = round % 5 == 4 && slot == 3;
+                let (name, extra) = match other {
+                    true => (format!("other{round}"), (round - 1 + slot as i64) % 2),
+                    false => (format!("n{slot}"), (round + slot as i64) % 2),
+                };
+                let mut n = NodeInfo::clone(&node(&name, round * 10 + slot as i64));
+                for r in 0..extra {
+                    n.allocatable
+                        .insert(format!("example.com/r{r}"), round + slot as i64);
                 }
+                let before = (digests.slots().get(slot).and_then(Option::as_ref))
+                    .map(|d| (d.amounts_at, d.amounts_len));
+                let unheld = digests.unheld;
                 let node = (round % 3 != 0 || slot != 0).then(|| Arc::new(n));
                 digests.set(slot, node);
+                check_amounts(&digests);
+                let after = digests.slots()[slot]
+                    .as_ref()
+                    .map(|d| (d.amounts_at, d.amounts_len));
+                if other && before.is_some() && before == after && digests.unheld == unheld {
+                    same_range += 1;
+                }
             }
             most = most.max(digests.amounts.len());
             if digests.amounts.len() < last_len {
                 compactions += 1;
             }
             last_len = digests.amounts.len();
-            for d in digests.slots().iter().flatten() {
-                let want: Vec<i64> = d.node.allocatable.values().copied().collect();
-                assert_eq!(digests.amounts(d), want, "round {round}");
-            }
         }
         assert!(compactions >= 2, "only {compactions} compactions");
         assert!(
-            most <= 2 * 4 * 4 + NodeDigests::COMPACT_SLACK,
+            same_range >= 20,
+            "only {same_range} nodes read afresh in place"
+        );
+        assert!(
+            most <= 2 * 6 * 4 + NodeDigests::COMPACT_SLACK,
             "held {most}"
         );
+        for slot in 4..6 {
+            let stable = digests.node(slot).expect("set once");
+            assert_eq!(stable.name, format!("stable{slot}"));
+        }
         digests.compact_amounts();
-        let at: Vec<u32> = (digests.slots().iter().flatten())
-            .map(|d| d.amounts_at)
-            .collect();
-        assert!(at.is_sorted() && digests.unheld == 0, "{at:?}");
-        let held: usize = (digests.slots().iter().flatten())
-            .map(|d| d.node.allocatable.len())
-            .sum();
-        assert_eq!(digests.amounts.len(), held);
+        check_amounts(&digests);
+        let mut next = 0;
+        for d in digests.slots().iter().flatten() {
+            assert_eq!(d.amounts_at, next, "back to back in slot order");
+            next += d.amounts_len;
+        }
+        assert_eq!(digests.unheld, 0);
+        assert_eq!(digests.amounts.len(), next as usize);
     }
 }
