@@ -11,9 +11,10 @@ use std::fmt;
 use std::ops::Index;
 use std::sync::Arc;
 
-/// A node's `metadata.labels`, sorted by key, each key once.
+/// A node's `metadata.labels`, sorted by key, each key once. Cloning shares the list (a node
+/// updated in its capacity only keeps its labels for one reference count).
 #[derive(Clone, Default, PartialEq, Eq, Hash)]
-pub struct NodeLabels(Box<[(Arc<str>, Arc<str>)]>);
+pub struct NodeLabels(Arc<[(Arc<str>, Arc<str>)]>);
 
 impl NodeLabels {
     /// The value of `key`, if the node has that label.
@@ -43,42 +44,43 @@ impl NodeLabels {
 
     /// Sets `key` to `value`, returning the value it replaces.
     pub fn insert(&mut self, key: &str, value: &str) -> Option<Arc<str>> {
-        match self.position(key) {
-            Ok(i) => Some(std::mem::replace(&mut self.0[i].1, value.into())),
+        let mut pairs = self.0.to_vec();
+        let replaced = match self.position(key) {
+            Ok(i) => Some(std::mem::replace(&mut pairs[i].1, value.into())),
             Err(i) => {
-                let mut pairs = std::mem::take(&mut self.0).into_vec();
                 pairs.insert(i, (key.into(), value.into()));
-                self.0 = pairs.into_boxed_slice();
                 None
             }
-        }
+        };
+        self.0 = pairs.into();
+        replaced
     }
 
     /// Removes `key`, returning its value.
     pub fn remove(&mut self, key: &str) -> Option<Arc<str>> {
         let i = self.position(key).ok()?;
-        let mut pairs = std::mem::take(&mut self.0).into_vec();
+        let mut pairs = self.0.to_vec();
         let (_, value) = pairs.remove(i);
-        self.0 = pairs.into_boxed_slice();
+        self.0 = pairs.into();
         Some(value)
     }
 
     /// The same labels with every key and value replaced by the interner's copy.
     pub fn interned(self, texts: &mut LabelTexts) -> Self {
-        let mut pairs = self.0.into_vec();
-        for (key, value) in &mut pairs {
-            *key = texts.intern(key);
-            *value = texts.intern(value);
-        }
-        Self(pairs.into_boxed_slice())
+        Self(
+            (self.0.iter())
+                .map(|(key, value)| (texts.intern(key), texts.intern(value)))
+                .collect(),
+        )
     }
 
     /// Whether both hold the very same texts, pair by pair (each key and value the same shared
     /// allocation): equal labels, known without reading a text.
     pub fn same_texts_as(&self, other: &Self) -> bool {
-        self.0.len() == other.0.len()
-            && (self.0.iter().zip(other.0.iter()))
-                .all(|((k, v), (ok, ov))| Arc::ptr_eq(k, ok) && Arc::ptr_eq(v, ov))
+        Arc::ptr_eq(&self.0, &other.0)
+            || self.0.len() == other.0.len()
+                && (self.0.iter().zip(other.0.iter()))
+                    .all(|((k, v), (ok, ov))| Arc::ptr_eq(k, ok) && Arc::ptr_eq(v, ov))
     }
 
     /// Whether every key and value is the same allocation as in `texts` (tests).
@@ -147,7 +149,7 @@ impl<K: Into<Arc<str>>, V: Into<Arc<str>>> FromIterator<(K, V)> for NodeLabels {
                 _ => kept.push(pair),
             }
         }
-        Self(kept.into_boxed_slice())
+        Self(kept.into())
     }
 }
 
