@@ -189,7 +189,6 @@ pub struct ClusterState {
     used: Vec<ResourceAmounts>,
     /// By id: the same pods' CPU and memory as scoring counts them.
     scored: Vec<ScoringAmounts>,
-    live_nodes: usize,
     /// One copy of every label key and value the nodes carry.
     label_texts: LabelTexts,
     /// By uid (a UUID kept inline: nothing allocated per pod for its key).
@@ -233,9 +232,10 @@ pub struct ClusterState {
     kueue: KueueObjects,
     trees: Mutex<HashMap<String, Arc<FlavorTopology>>>,
     /// Per TAS flavor (kept from the moment its Topology and flavor are known), what its tree
-    /// builds read of each node for that flavor (the rest is in `nodes`), read at each node's event, so that a build reads only the
-    /// nodes not read since. Locked only while `trees` is (lock order: `trees` first); the
-    /// events reach it through `&mut self`, without the lock.
+    /// builds read of each node for that flavor (the rest is in `nodes`), read at each node's
+    /// event, so that a build reads only the nodes not read since. Locked only while `trees`
+    /// is (lock order: `trees` first); the events reach it through `&mut self`, without the
+    /// lock.
     tree_facts: Mutex<HashMap<String, NodeFacts>>,
     /// What the last build of the Workload-API hostname tree made and read, so that a rebuild
     /// makes seats only for the nodes that changed. Locked only while `trees` is.
@@ -348,7 +348,6 @@ impl ClusterState {
         match change {
             NodeChange::Unchanged => return change,
             NodeChange::Added => {
-                self.live_nodes += 1;
                 self.topology_generation += 1;
                 self.capacity_generation += 1;
             }
@@ -390,7 +389,6 @@ impl ClusterState {
         }
         self.nodes.set(id as usize, None);
         self.read_node_ahead(id as usize);
-        self.live_nodes -= 1;
         self.topology_generation += 1;
         true
     }
@@ -455,7 +453,7 @@ impl ClusterState {
 
     /// How many nodes exist now.
     pub fn node_count(&self) -> usize {
-        self.live_nodes
+        self.nodes.live()
     }
 
     /// Requests of the pods holding capacity on a node (plus their `pods` slots).

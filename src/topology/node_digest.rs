@@ -110,6 +110,11 @@ impl NodeDigests {
         digests
     }
 
+    /// How many slots hold a node.
+    pub fn live(&self) -> usize {
+        self.live
+    }
+
     /// How many slots there are, empty ones included.
     pub fn len(&self) -> usize {
         self.slots.len()
@@ -155,11 +160,7 @@ impl NodeDigests {
                     && d.node.name == node.name
                     && (self.key_sets.sets[d.key_set as usize].iter()).eq(node.allocatable.keys())
                 {
-                    let at = d.amounts_at as usize;
-                    let kept = &mut self.amounts[at..at + d.amounts_len as usize];
-                    for (kept, &amount) in kept.iter_mut().zip(node.allocatable.values()) {
-                        *kept = amount;
-                    }
+                    copy_amounts(&mut self.amounts[d.amounts_at as usize..], &node);
                     d.no_allocatable = no_allocatable(&node);
                     d.node = node;
                 } else {
@@ -194,12 +195,7 @@ impl NodeDigests {
                 self.amounts.len() - len
             }
         };
-        for (kept, &amount) in self.amounts[amounts_at..]
-            .iter_mut()
-            .zip(node.allocatable.values())
-        {
-            *kept = amount;
-        }
+        copy_amounts(&mut self.amounts[amounts_at..], &node);
         NodeDigest {
             key_set: self.key_sets.intern(node.allocatable.keys()),
             amounts_at: amounts_at as u32,
@@ -244,6 +240,13 @@ impl NodeDigests {
     /// The hasher of [`NodeDigest::name_hash`].
     pub fn name_hasher(&self) -> foldhash::fast::RandomState {
         self.name_hasher.clone()
+    }
+}
+
+/// Writes `node`'s allocatable amounts, in name order, at the start of `range`.
+fn copy_amounts(range: &mut [i64], node: &NodeInfo) {
+    for (kept, &amount) in range.iter_mut().zip(node.allocatable.values()) {
+        *kept = amount;
     }
 }
 

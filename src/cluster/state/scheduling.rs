@@ -253,8 +253,8 @@ impl ClusterState {
     where
         H: Fn(NodeId) -> Option<&'h ResourceList>,
     {
-        let mut nodes = Vec::with_capacity(self.live_nodes);
-        let mut ids = Vec::with_capacity(self.live_nodes);
+        let mut nodes = Vec::with_capacity(self.node_count());
+        let mut ids = Vec::with_capacity(self.node_count());
         for (id, node) in self.shared_nodes() {
             nodes.push(Arc::clone(node));
             ids.push(id);
