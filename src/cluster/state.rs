@@ -42,7 +42,6 @@ use super::sets::SetEntry;
 use super::workloads::{count_pod_of_role, finish_group_pod_sets};
 use super::{BoundPod, Cluster, LostPod, PendingGroupPod, PendingPodSet, Workload};
 use crate::topology::capacity::FreeCapacity;
-use crate::topology::labels::LabelTexts;
 use crate::topology::node_digest::NodeDigests;
 use crate::topology::node_facts::{NodeFacts, NodeReads};
 use crate::topology::resources::{PODS, add_pod_amounts};
@@ -183,14 +182,13 @@ pub struct ClusterState {
     node_ids: HashMap<String, NodeId, foldhash::fast::RandomState>,
     names: Vec<String>,
     /// By id; `None` for a name whose node is deleted. Shared with the trees built from them,
-    /// each with what every tree build reads of it whatever the flavor.
+    /// each with what every tree build reads of it whatever the flavor and one copy of every
+    /// label key and value the nodes carry.
     nodes: NodeDigests,
     /// By id: requests of the pods holding capacity there, plus their `pods` slots.
     used: Vec<ResourceAmounts>,
     /// By id: the same pods' CPU and memory as scoring counts them.
     scored: Vec<ScoringAmounts>,
-    /// One copy of every label key and value the nodes carry.
-    label_texts: LabelTexts,
     /// By uid (a UUID kept inline: nothing allocated per pod for its key).
     pods: HashMap<PodUid, PodUsage, foldhash::fast::RandomState>,
     /// Per group, the uids of its pods holding capacity. The key is the one copy of the group
@@ -357,11 +355,13 @@ impl ClusterState {
             }
             NodeChange::Capacity => self.capacity_generation += 1,
         }
-        node.labels = match self.nodes.node(id) {
-            // Labels just compared equal: the old node's shared copies, no lookups.
-            Some(old) if change == NodeChange::Capacity => old.labels.clone(),
-            _ => node.labels.interned(&mut self.label_texts),
-        };
+        // Labels equal to the old node's: its shared copies, no lookups (the node store
+        // interns any other).
+        if let Some(old) = self.nodes.node(id)
+            && (change == NodeChange::Capacity || old.labels == node.labels)
+        {
+            node.labels = old.labels.clone();
+        }
         self.nodes.set(id, Some(Arc::new(node)));
         self.read_node_ahead(id);
         change
@@ -371,10 +371,9 @@ impl ClusterState {
     /// is in cache here, and the next tree build then reads dense arrays only (at start-up
     /// too, when the flavors came before the nodes). `None` (a deleted node) drops them.
     fn read_node_ahead(&mut self, id: usize) {
-        let node = self.nodes.node(id);
         let kept = self.tree_facts.get_mut().unwrap_or_else(|p| p.into_inner());
         for facts in kept.values_mut() {
-            facts.read_ahead(id, node);
+            facts.read_ahead(id, &self.nodes);
         }
     }
 

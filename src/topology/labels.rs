@@ -6,10 +6,13 @@
 //! keeps only pointers to them: about 32 bytes per label instead of two owned strings and a
 //! map node.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::fmt;
+use std::hash::BuildHasher;
 use std::ops::Index;
 use std::sync::Arc;
+
+use hashbrown::HashTable;
 
 /// A node's `metadata.labels`, sorted by key, each key once. Cloning shares the list (a node
 /// updated in its capacity only keeps its labels for one reference count).
@@ -67,11 +70,26 @@ impl NodeLabels {
 
     /// The same labels with every key and value replaced by the interner's copy.
     pub fn interned(self, texts: &mut LabelTexts) -> Self {
-        Self(
-            (self.0.iter())
-                .map(|(key, value)| (texts.intern(key), texts.intern(value)))
-                .collect(),
-        )
+        self.interned_with_ids(texts, &mut Vec::new())
+    }
+
+    /// [`Self::interned`], writing each pair's `(key id, value id)` to `ids` (cleared first),
+    /// in key order. Labels that hold the interner's copies already are kept as they are.
+    pub fn interned_with_ids(self, texts: &mut LabelTexts, ids: &mut Vec<(u32, u32)>) -> Self {
+        ids.clear();
+        let mut shared = Vec::with_capacity(self.0.len());
+        let mut all_same = true;
+        for (key, value) in self.0.iter() {
+            let (k, key_id) = texts.intern(key);
+            let (v, value_id) = texts.intern(value);
+            all_same = all_same && Arc::ptr_eq(&k, key) && Arc::ptr_eq(&v, value);
+            ids.push((key_id, value_id));
+            shared.push((k, v));
+        }
+        match all_same {
+            true => self,
+            false => Self(shared.into()),
+        }
     }
 
     /// Whether both hold the very same texts, pair by pair (each key and value the same shared
@@ -86,9 +104,13 @@ impl NodeLabels {
     /// Whether every key and value is the same allocation as in `texts` (tests).
     pub fn shares_texts_with(&self, texts: &LabelTexts) -> bool {
         self.0.iter().all(|(k, v)| {
-            [k, v]
-                .into_iter()
-                .all(|s| texts.texts.get(s).is_some_and(|t| Arc::ptr_eq(t, s)))
+            [k, v].into_iter().all(|s| {
+                (texts.id_of(s)).is_some_and(|id| {
+                    texts.texts[id as usize]
+                        .as_ref()
+                        .is_some_and(|t| Arc::ptr_eq(t, s))
+                })
+            })
         })
     }
 
@@ -184,52 +206,133 @@ impl fmt::Debug for NodeLabels {
     }
 }
 
-/// One copy of every label key and value the nodes of a cluster state carry.
+/// One copy of every label key and value the nodes of a cluster state carry, each with a
+/// dense id (a node's labels can then be read as id pairs, from consecutive memory).
+///
+/// Invariants: an id names one text for as long as any allocation other than this set's own
+/// holds that text (a node's labels, a tree's nodes): a text is only freed, and its id only
+/// reused, once nothing else refers to it, and every freeing is counted in
+/// [`TextsStamp::sweeps`], so whoever kept ids without holding their texts knows to look
+/// them up again.
 #[derive(Debug, Default)]
 pub struct LabelTexts {
-    texts: HashSet<Arc<str>, foldhash::fast::RandomState>,
+    /// By id; `None` for a freed id.
+    texts: Vec<Option<Arc<str>>>,
+    /// Each text with its id, hashed by the text (kept beside the id, so a lookup reads no
+    /// other memory).
+    ids: HashTable<(Arc<str>, u32)>,
+    hasher: foldhash::fast::RandomState,
+    /// Freed ids, reused first.
+    free: Vec<u32>,
     /// How many texts were kept after the last sweep of unused ones.
     kept_after_sweep: usize,
+    stamp: TextsStamp,
+}
+
+/// How far a [`LabelTexts`] has come: ids kept across an equal stamp still name the same
+/// texts, and a text looked up and not found is still absent.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct TextsStamp {
+    /// Sweeps that freed ids (a freed id may come back for another text).
+    pub sweeps: u64,
+    /// Texts added.
+    pub added: u64,
 }
 
 impl LabelTexts {
     /// Texts are swept once their number passes twice what the last sweep kept plus this.
     const SWEEP_SLACK: usize = 1024;
 
-    /// The shared copy of `text`, added when new.
-    pub fn intern(&mut self, text: &Arc<str>) -> Arc<str> {
-        if let Some(shared) = self.texts.get(text) {
-            return Arc::clone(shared);
+    /// The shared copy of `text` and its id, added when new.
+    pub fn intern(&mut self, text: &Arc<str>) -> (Arc<str>, u32) {
+        let hash = self.hasher.hash_one(&**text);
+        if let Some((shared, id)) = self.find(hash, text) {
+            return (Arc::clone(shared), *id);
         }
         self.sweep_if_grown();
-        self.texts.insert(Arc::clone(text));
-        Arc::clone(text)
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.texts[id as usize] = Some(Arc::clone(text));
+                id
+            }
+            None => {
+                self.texts.push(Some(Arc::clone(text)));
+                self.texts.len() as u32 - 1
+            }
+        };
+        let hasher = &self.hasher;
+        self.ids
+            .insert_unique(hash, (Arc::clone(text), id), |(t, _)| hasher.hash_one(&**t));
+        self.stamp.added += 1;
+        (Arc::clone(text), id)
+    }
+
+    /// The id of `text`, when some node carries it.
+    pub fn id_of(&self, text: &str) -> Option<u32> {
+        self.find(self.hasher.hash_one(text), text)
+            .map(|(_, id)| *id)
+    }
+
+    fn find(&self, hash: u64, text: &str) -> Option<&(Arc<str>, u32)> {
+        self.ids.find(hash, |(t, _)| **t == *text)
+    }
+
+    /// The text of a kept id (`None` for an id freed or never given).
+    pub fn text(&self, id: u32) -> Option<&str> {
+        self.texts.get(id as usize)?.as_deref()
+    }
+
+    /// One more than the highest id given: every id is below it.
+    pub fn id_bound(&self) -> usize {
+        self.texts.len()
+    }
+
+    /// How far the set has come (see [`TextsStamp`]).
+    pub fn stamp(&self) -> TextsStamp {
+        self.stamp
     }
 
     /// How many texts are kept.
     pub fn len(&self) -> usize {
-        self.texts.len()
+        self.texts.len() - self.free.len()
     }
 
     /// Whether no text is kept.
     pub fn is_empty(&self) -> bool {
-        self.texts.is_empty()
+        self.len() == 0
     }
 
     /// Drops the texts no node refers to any more, once the set has grown well past what
     /// the last sweep kept: label values that change over time (a timestamp, a version)
     /// cannot pile up, and the sweep's cost is spread over the insertions that made it due.
     fn sweep_if_grown(&mut self) {
-        if self.texts.len() < 2 * self.kept_after_sweep + Self::SWEEP_SLACK {
+        if self.len() < 2 * self.kept_after_sweep + Self::SWEEP_SLACK {
             return;
         }
         self.sweep();
     }
 
-    /// Drops every text only this set refers to.
+    /// Drops every text only this set refers to, freeing its id.
     pub fn sweep(&mut self) {
-        self.texts.retain(|t| Arc::strong_count(t) > 1);
-        self.kept_after_sweep = self.texts.len();
+        let mut freed = false;
+        for (id, slot) in self.texts.iter_mut().enumerate() {
+            // Held here twice: by id and in the table.
+            if let Some(text) = slot
+                && Arc::strong_count(text) == 2
+            {
+                let hash = self.hasher.hash_one(&**text);
+                if let Ok(entry) = self.ids.find_entry(hash, |(_, i)| *i as usize == id) {
+                    entry.remove();
+                }
+                *slot = None;
+                self.free.push(id as u32);
+                freed = true;
+            }
+        }
+        if freed {
+            self.stamp.sweeps += 1;
+        }
+        self.kept_after_sweep = self.len();
     }
 }
 
@@ -344,5 +447,77 @@ mod tests {
             texts.len()
         );
         assert!(texts.len() > 2, "swept only when due");
+    }
+    /// An id names its text while anything else holds the text; a sweep frees the ids of
+    /// texts nothing holds, counts itself in the stamp, and a freed id comes back for a new
+    /// text; a lookup finds every held text and no freed one.
+    #[test]
+    fn ids_name_their_texts_while_held_and_freed_ids_come_back_after_a_sweep() {
+        let mut texts = LabelTexts::default();
+        let (rack, rack_id) = texts.intern(&Arc::from("rack"));
+        let (_, r1_id) = texts.intern(&Arc::from("r1"));
+        assert_eq!(
+            texts.intern(&Arc::from("rack")).1,
+            rack_id,
+            "one id per text"
+        );
+        assert!(Arc::ptr_eq(&texts.intern(&Arc::from("rack")).0, &rack));
+        assert_eq!(
+            texts.stamp(),
+            TextsStamp {
+                sweeps: 0,
+                added: 2
+            }
+        );
+        assert_eq!(
+            (texts.text(rack_id), texts.text(r1_id)),
+            (Some("rack"), Some("r1"))
+        );
+        assert_eq!(texts.id_of("r1"), Some(r1_id));
+        assert_eq!(texts.id_bound(), 2);
+
+        // Only "rack" is held outside.
+        texts.sweep();
+        assert_eq!(texts.stamp().sweeps, 1);
+        assert_eq!(
+            (texts.text(rack_id), texts.text(r1_id)),
+            (Some("rack"), None)
+        );
+        assert_eq!(
+            (texts.id_of("rack"), texts.id_of("r1")),
+            (Some(rack_id), None)
+        );
+        assert_eq!(texts.len(), 1);
+        let (_, r2_id) = texts.intern(&Arc::from("r2"));
+        assert_eq!(r2_id, r1_id, "the freed id comes back");
+        assert_eq!(texts.text(r2_id), Some("r2"));
+        assert_eq!(texts.id_bound(), 2);
+        // A sweep that frees nothing leaves the stamp.
+        let (_held, _) = texts.intern(&Arc::from("r3"));
+        let before = texts.stamp();
+        drop(rack);
+        let (_r2, _) = texts.intern(&Arc::from("r2"));
+        texts.sweep();
+        assert_eq!(texts.stamp().sweeps, before.sweeps + 1, "rack freed");
+        let now = texts.stamp();
+        texts.sweep();
+        assert_eq!(texts.stamp(), now, "nothing freed, nothing counted");
+        assert_eq!(texts.id_of("rack"), None);
+    }
+
+    /// Interning with ids gives each pair's ids in key order, and keeps labels that already
+    /// hold the shared copies as they are (the same list).
+    #[test]
+    fn interning_gives_each_pair_its_ids_in_key_order() {
+        let mut texts = LabelTexts::default();
+        let mut ids = Vec::new();
+        let a = labels(&[("zone", "a"), ("rack", "r1")]).interned_with_ids(&mut texts, &mut ids);
+        let named: Vec<(&str, &str)> = (ids.iter())
+            .map(|&(k, v)| (texts.text(k).expect("held"), texts.text(v).expect("held")))
+            .collect();
+        assert_eq!(named, [("rack", "r1"), ("zone", "a")]);
+        let again = a.clone().interned_with_ids(&mut texts, &mut ids);
+        assert!(Arc::ptr_eq(&again.0, &a.0), "already shared: kept");
+        assert_eq!(ids.len(), 2, "cleared first");
     }
 }

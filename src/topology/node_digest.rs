@@ -1,26 +1,33 @@
-//! What every topology tree build reads of a node whatever its flavor: its allocatable
-//! resource names as an interned key set, their amounts, whether they are all zero, and its
-//! name's hash. Kept by slot by whoever owns the nodes (the cluster state keeps its nodes
-//! here) and brought up to date at each node's event, where the node is in cache, so that a
-//! build for a flavor or Topology never seen before reads none of it from the nodes' own
-//! separately allocated names and resource maps: only their labels.
+//! What every topology tree build reads of a node whatever its flavor: its labels as pairs
+//! of text ids, its allocatable resource names as an interned key set, their amounts, whether
+//! they are all zero, whether it is Ready and schedulable, its name's hash, and a stamp that
+//! changes whenever what a flavor reads of it does. Kept by slot by whoever owns the nodes
+//! (the cluster state keeps its nodes here) and brought up to date at each node's event, where
+//! the node is in cache, so that a build for a flavor or Topology never seen before reads
+//! nothing from the nodes' own separately allocated labels, names and resource maps.
 //!
-//! The amounts of all nodes sit in one array, node after node in the order they were first
-//! read (slot order at a start-up, and again after each compaction), so a build sums them
-//! from consecutive memory rather than from an allocation per node.
+//! The amounts and label ids of all nodes sit in one array each, node after node in the order
+//! they were first read (slot order at a start-up, and again after each compaction), so a
+//! build reads them from consecutive memory rather than from an allocation per node. The
+//! label texts are interned here too ([`NodeDigests::label_texts`]): every node kept holds
+//! the shared copies, which keeps each id naming its text while a node carries it.
 //!
 //! Invariants: a slot's digest is what a read of the `Arc<NodeInfo>` it holds gives (read
-//! from it, or from a node with the same name and allocatable resource names, with the
-//! amounts copied); every digest's key set is interned in [`NodeDigests::key_set`]; key sets only
-//! grow until they hold more than twice what the live nodes can use (plus a slack), when they
-//! are interned again from the live nodes, which bounds their number; live digests' amounts
-//! never overlap, and the amounts no digest holds are compacted away once they outnumber the
-//! held ones (plus a slack).
+//! from it, or kept from a node with the same allocatable resource names, amounts copied, and
+//! with the same name, label texts, readiness and cordon, stamp and label ids kept); every
+//! digest's key set is interned in [`NodeDigests::key_set`]; key sets only grow until they
+//! hold more than twice what the live nodes can use (plus a slack), when they are interned
+//! again from the live nodes, which bounds their number; live digests' spans never overlap,
+//! and the values no digest holds are compacted away once they outnumber the held ones (plus
+//! a slack); no two digests of a store are ever given the same stamp.
 
 use std::hash::BuildHasher;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::labels::LabelTexts;
 use super::node::NodeInfo;
+use super::tree::LeftOutReason;
 
 type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
@@ -31,15 +38,139 @@ pub struct NodeDigest {
     pub node: Arc<NodeInfo>,
     /// Its allocatable resource names, as an id into [`NodeDigests::key_set`].
     pub key_set: u32,
-    /// Where its allocatable amounts start in the shared array ([`NodeDigests::amounts`]),
-    /// in its key set's (name) order.
-    amounts_at: u32,
-    /// How many amounts it has (its key set's length).
-    amounts_len: u32,
+    /// Its allocatable amounts in the shared array ([`NodeDigests::amounts`]), in its key
+    /// set's (name) order.
+    amounts: Span,
+    /// Its labels as `(key id, value id)` in the shared array ([`NodeDigests::label_ids`]), in
+    /// key order; ids of [`NodeDigests::label_texts`].
+    labels: Span,
     /// Every allocatable amount is zero or less.
     pub no_allocatable: bool,
+    /// Why no tree takes the node whatever its labels (not Ready, cordoned), if none does.
+    pub unfit: Option<Unfit>,
     /// Its name hashed with [`NodeDigests::name_hasher`].
     pub name_hash: u64,
+    /// Changes whenever what a flavor's facts read of the node does (its name, labels,
+    /// readiness or cordon), never otherwise; never given to two digests.
+    pub stamp: u64,
+}
+
+/// One [`NodeDigests`] among all made in the process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Origin(u64);
+
+impl Default for Origin {
+    fn default() -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        Self(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+/// Why no tree takes a node, whatever its labels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unfit {
+    NoReadyCondition,
+    NotReady,
+    Unschedulable,
+}
+
+impl Unfit {
+    /// Why `node` is unfit, if it is.
+    fn of(node: &NodeInfo) -> Option<Self> {
+        if node.ready_condition_missing {
+            return Some(Self::NoReadyCondition);
+        }
+        if !node.ready {
+            return Some(Self::NotReady);
+        }
+        if node.unschedulable {
+            return Some(Self::Unschedulable);
+        }
+        None
+    }
+
+    /// The tree's reason for it.
+    pub fn reason(self) -> LeftOutReason {
+        match self {
+            Self::NoReadyCondition => LeftOutReason::NoReadyCondition,
+            Self::NotReady => LeftOutReason::NotReady,
+            Self::Unschedulable => LeftOutReason::Unschedulable,
+        }
+    }
+}
+
+/// Where one owner's values sit in a [`Runs`] array.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+struct Span {
+    at: u32,
+    len: u32,
+}
+
+impl Span {
+    fn range(self) -> std::ops::Range<usize> {
+        self.at as usize..(self.at + self.len) as usize
+    }
+}
+
+/// The values of many owners in one array, owner after owner, so that a walk over the owners
+/// reads consecutive memory; the values no owner holds any more are counted, and compacted
+/// away once they outnumber the held ones (plus a slack).
+#[derive(Debug, Default)]
+struct Runs<T> {
+    values: Vec<T>,
+    /// How many of `values` no owner holds.
+    unheld: usize,
+}
+
+impl<T: Copy + Default> Runs<T> {
+    /// Compacted once the unheld values outnumber the held ones plus this.
+    const COMPACT_SLACK: usize = 4096;
+
+    /// Room for `len` values of an owner that held `before`: the same span when as long, new
+    /// room at the end otherwise (`before` is no longer held).
+    fn place(&mut self, before: Option<Span>, len: usize) -> Span {
+        match before {
+            Some(b) if b.len as usize == len => b,
+            _ => {
+                self.release(before);
+                self.values.resize(self.values.len() + len, T::default());
+                Span {
+                    at: (self.values.len() - len) as u32,
+                    len: len as u32,
+                }
+            }
+        }
+    }
+
+    /// A span no owner holds any more.
+    fn release(&mut self, span: Option<Span>) {
+        self.unheld += span.map_or(0, |s| s.len as usize);
+    }
+
+    fn get(&self, span: Span) -> &[T] {
+        &self.values[span.range()]
+    }
+
+    fn get_mut(&mut self, span: Span) -> &mut [T] {
+        &mut self.values[span.range()]
+    }
+
+    /// Whether the unheld values are due for a compaction.
+    fn due(&self) -> bool {
+        self.unheld > self.values.len() - self.unheld + Self::COMPACT_SLACK
+    }
+
+    /// Moves every held span's values together, in the order given, dropping the rest.
+    fn compact<'s>(&mut self, spans: impl Iterator<Item = &'s mut Span>) {
+        let mut packed = Vec::with_capacity(self.values.len() - self.unheld);
+        for span in spans {
+            let range = span.range();
+            span.at = packed.len() as u32;
+            packed.extend_from_slice(&self.values[range]);
+        }
+        self.values = packed;
+        self.unheld = 0;
+    }
 }
 
 /// The distinct allocatable key sets, each with a dense id.
@@ -83,18 +214,24 @@ pub struct NodeDigests {
     /// How many slots hold a node.
     live: usize,
     key_sets: KeySets,
-    /// Every digest's amounts, at its `amounts_at`.
-    amounts: Vec<i64>,
-    /// How many of `amounts` no digest holds.
-    unheld: usize,
+    /// Every digest's amounts.
+    amounts: Runs<i64>,
+    /// Every digest's label id pairs.
+    label_ids: Runs<(u32, u32)>,
+    /// The texts of every node's labels, and their ids.
+    texts: LabelTexts,
+    /// The last stamp given.
+    stamps: u64,
+    /// Names this store among all (stamps and label ids are its own).
+    origin: Origin,
     name_hasher: foldhash::fast::RandomState,
+    /// Reused room for one node's label ids.
+    scratch: Vec<(u32, u32)>,
 }
 
 impl NodeDigests {
     /// Key sets are interned again once they number more than twice the live nodes plus this.
     const RESET_SLACK: usize = 1024;
-    /// Amounts are compacted once those no digest holds outnumber the held ones plus this.
-    const COMPACT_SLACK: usize = 4096;
 
     /// No slots.
     pub fn new() -> Self {
@@ -108,6 +245,11 @@ impl NodeDigests {
             digests.set(slot, Some(node));
         }
         digests
+    }
+
+    /// Which store this is: stamps and label ids mean something only within one.
+    pub fn origin(&self) -> Origin {
+        self.origin
     }
 
     /// How many slots hold a node.
@@ -140,34 +282,32 @@ impl NodeDigests {
         &self.slots
     }
 
-    /// Puts `node` in a slot (`None` empties it), growing the slots as needed. A node with the
-    /// same name and allocatable resource names as the slot's last one (a capacity update, or
-    /// a change of labels or flags, which a digest does not read) has its amounts copied into
-    /// the kept digest; any other is read afresh.
+    /// The texts of the nodes' labels; every node in a slot holds these very copies.
+    pub fn label_texts(&self) -> &LabelTexts {
+        &self.texts
+    }
+
+    /// Puts `node` in a slot (`None` empties it), growing the slots as needed; the node kept
+    /// holds the shared copies of its label texts ([`Self::label_texts`]; a node that holds
+    /// others is copied). A node keeps what it shares with the slot's last one: its key set
+    /// with the amounts copied in place when it has the same resource names, its label ids and
+    /// stamp when it has the same name, label texts, readiness and cordon.
     pub fn set(&mut self, slot: usize, node: Option<Arc<NodeInfo>>) {
         if slot >= self.slots.len() {
             self.slots.resize_with(slot + 1, || None);
         }
         let was_live = self.slots[slot].is_some();
+        let before = self.slots[slot].take();
         match node {
             None => {
-                if let Some(gone) = self.slots[slot].take() {
-                    self.unheld += gone.amounts_len as usize;
+                if let Some(gone) = before {
+                    self.amounts.release(Some(gone.amounts));
+                    self.label_ids.release(Some(gone.labels));
                 }
             }
             Some(node) => {
-                if let Some(d) = &mut self.slots[slot]
-                    && d.node.name == node.name
-                    && (self.key_sets.sets[d.key_set as usize].iter()).eq(node.allocatable.keys())
-                {
-                    copy_amounts(&mut self.amounts[d.amounts_at as usize..], &node);
-                    d.no_allocatable = no_allocatable(&node);
-                    d.node = node;
-                } else {
-                    let before = self.slots[slot].take();
-                    let digest = self.read(node, before.as_ref());
-                    self.slots[slot] = Some(digest);
-                }
+                let digest = self.read(node, before);
+                self.slots[slot] = Some(digest);
             }
         }
         match (was_live, self.slots[slot].is_some()) {
@@ -178,50 +318,73 @@ impl NodeDigests {
         if self.key_sets.sets.len() > 2 * self.live + Self::RESET_SLACK {
             self.intern_key_sets_again();
         }
-        if self.unheld > self.amounts.len() - self.unheld + Self::COMPACT_SLACK {
-            self.compact_amounts();
+        if self.amounts.due() {
+            self.amounts
+                .compact(self.slots.iter_mut().flatten().map(|d| &mut d.amounts));
+        }
+        if self.label_ids.due() {
+            self.label_ids
+                .compact(self.slots.iter_mut().flatten().map(|d| &mut d.labels));
         }
     }
 
-    /// A digest of `node`; its amounts go where those of `before` (the slot's last digest)
-    /// were when there are as many, at the end of the array otherwise.
-    fn read(&mut self, node: Arc<NodeInfo>, before: Option<&NodeDigest>) -> NodeDigest {
-        let len = node.allocatable.len();
-        let amounts_at = match before {
-            Some(b) if b.amounts_len as usize == len => b.amounts_at as usize,
-            _ => {
-                self.unheld += before.map_or(0, |b| b.amounts_len as usize);
-                self.amounts.resize(self.amounts.len() + len, 0);
-                self.amounts.len() - len
+    /// A digest of `node`, keeping what it shares with `before` (the slot's last digest); its
+    /// values go where those of `before` were when there are
+    /// as many, at the end of their arrays otherwise.
+    fn read(&mut self, mut node: Arc<NodeInfo>, before: Option<NodeDigest>) -> NodeDigest {
+        let same_keys = before.as_ref().filter(|b| {
+            (self.key_sets.sets[b.key_set as usize].iter()).eq(node.allocatable.keys())
+        });
+        let (key_set, amounts) = match same_keys {
+            Some(b) => (b.key_set, b.amounts),
+            None => {
+                let span = (self.amounts)
+                    .place(before.as_ref().map(|b| b.amounts), node.allocatable.len());
+                (self.key_sets.intern(node.allocatable.keys()), span)
             }
         };
-        copy_amounts(&mut self.amounts[amounts_at..], &node);
+        copy_amounts(self.amounts.get_mut(amounts), &node);
+        let same_facts = before
+            .as_ref()
+            .filter(|b| only_allocatable_differs(&b.node, &node));
+        let (labels, stamp) = match same_facts {
+            Some(b) => (b.labels, b.stamp),
+            None => {
+                let shared =
+                    (node.labels.clone()).interned_with_ids(&mut self.texts, &mut self.scratch);
+                if !shared.same_texts_as(&node.labels) {
+                    Arc::make_mut(&mut node).labels = shared;
+                }
+                let span =
+                    (self.label_ids).place(before.as_ref().map(|b| b.labels), self.scratch.len());
+                self.label_ids.get_mut(span).copy_from_slice(&self.scratch);
+                self.stamps += 1;
+                (span, self.stamps)
+            }
+        };
         NodeDigest {
-            key_set: self.key_sets.intern(node.allocatable.keys()),
-            amounts_at: amounts_at as u32,
-            amounts_len: len as u32,
+            key_set,
+            amounts,
+            labels,
             no_allocatable: no_allocatable(&node),
-            name_hash: self.name_hasher.hash_one(node.name.as_str()),
+            unfit: Unfit::of(&node),
+            name_hash: match &before {
+                Some(b) if b.node.name == node.name => b.name_hash,
+                _ => self.name_hasher.hash_one(node.name.as_str()),
+            },
+            stamp,
             node,
         }
     }
 
-    /// Moves every live digest's amounts together, in slot order, dropping the rest.
-    fn compact_amounts(&mut self) {
-        let mut packed = Vec::with_capacity(self.amounts.len() - self.unheld);
-        for d in self.slots.iter_mut().flatten() {
-            let at = d.amounts_at as usize;
-            d.amounts_at = packed.len() as u32;
-            packed.extend_from_slice(&self.amounts[at..at + d.amounts_len as usize]);
-        }
-        self.amounts = packed;
-        self.unheld = 0;
-    }
-
     /// A digest's allocatable amounts, in its key set's (name) order.
     pub fn amounts(&self, digest: &NodeDigest) -> &[i64] {
-        let at = digest.amounts_at as usize;
-        &self.amounts[at..at + digest.amounts_len as usize]
+        self.amounts.get(digest.amounts)
+    }
+
+    /// A digest's labels as `(key id, value id)` pairs of [`Self::label_texts`], in key order.
+    pub fn label_ids(&self, digest: &NodeDigest) -> &[(u32, u32)] {
+        self.label_ids.get(digest.labels)
     }
 
     /// Drops the key sets no live node has, renumbering the others.
@@ -241,6 +404,17 @@ impl NodeDigests {
     pub fn name_hasher(&self) -> foldhash::fast::RandomState {
         self.name_hasher.clone()
     }
+}
+
+/// Whether a flavor's facts read the same of `new` as of `old`: the same name, readiness,
+/// cordon and label texts (the same shared allocations; labels equal in text only count as
+/// changed).
+fn only_allocatable_differs(old: &NodeInfo, new: &NodeInfo) -> bool {
+    old.name == new.name
+        && old.ready == new.ready
+        && old.ready_condition_missing == new.ready_condition_missing
+        && old.unschedulable == new.unschedulable
+        && old.labels.same_texts_as(&new.labels)
 }
 
 /// Writes `node`'s allocatable amounts, in name order, at the start of `range`.
@@ -272,7 +446,7 @@ mod tests {
         digests.set(2, Some(node("a", 4)));
         assert_eq!(digests.len(), 3);
         assert!(digests.node(0).is_none() && digests.node(1).is_none());
-        let amounts_at = |d: &NodeDigests| d.slots()[2].as_ref().expect("set").amounts_at;
+        let amounts_at = |d: &NodeDigests| d.slots()[2].as_ref().expect("set").amounts.at;
         let first = amounts_at(&digests);
 
         // A capacity update: amounts copied into the same range.
@@ -337,23 +511,102 @@ mod tests {
     /// The shared amounts array's invariants: every live range in bounds, no two overlapping,
     /// `unheld` exactly what no live digest holds.
     fn check_amounts(digests: &NodeDigests) {
-        let mut ranges: Vec<(usize, usize)> = (digests.slots().iter().flatten())
-            .map(|d| (d.amounts_at as usize, d.amounts_len as usize))
-            .collect();
-        ranges.sort_unstable();
-        for pair in ranges.windows(2) {
-            assert!(pair[0].0 + pair[0].1 <= pair[1].0, "overlap {pair:?}");
-        }
-        let held: usize = ranges.iter().map(|r| r.1).sum();
-        assert!(
-            ranges
-                .last()
-                .is_none_or(|r| r.0 + r.1 <= digests.amounts.len())
+        check_runs(
+            &digests.amounts,
+            digests.slots().iter().flatten().map(|d| d.amounts),
         );
-        assert_eq!(digests.unheld, digests.amounts.len() - held);
+        check_runs(
+            &digests.label_ids,
+            digests.slots().iter().flatten().map(|d| d.labels),
+        );
         for d in digests.slots().iter().flatten() {
             assert!(digests.amounts(d).iter().eq(d.node.allocatable.values()));
+            assert_eq!(labels_of(digests, d), d.node.labels);
         }
+    }
+
+    /// A run array's invariants over the spans held: in bounds, no two overlapping, `unheld`
+    /// exactly what they do not hold.
+    fn check_runs<T>(runs: &Runs<T>, spans: impl Iterator<Item = Span>) {
+        let mut spans: Vec<Span> = spans.collect();
+        spans.sort_unstable();
+        for pair in spans.windows(2) {
+            assert!(pair[0].at + pair[0].len <= pair[1].at, "overlap {pair:?}");
+        }
+        let held: usize = spans.iter().map(|s| s.len as usize).sum();
+        assert!(
+            spans
+                .last()
+                .is_none_or(|s| s.range().end <= runs.values.len())
+        );
+        assert_eq!(runs.unheld, runs.values.len() - held);
+    }
+
+    /// A digest's labels as its label ids name them.
+    fn labels_of(digests: &NodeDigests, d: &NodeDigest) -> crate::topology::labels::NodeLabels {
+        let text = |id: u32| digests.label_texts().text(id).expect("a held text");
+        (digests.label_ids(d).iter())
+            .map(|&(k, v)| (text(k), text(v)))
+            .collect()
+    }
+
+    /// The stamp changes exactly when what a flavor reads does (name, labels, readiness,
+    /// cordon), never for a capacity or resource change, and is never given twice; the label
+    /// ids always name the node's labels, whose texts the node shares with the store.
+    #[test]
+    fn stamps_and_label_ids_follow_what_a_flavor_reads() {
+        let mut digests = NodeDigests::new();
+        let labelled = |name: &str, rack: &str| {
+            let mut n = NodeInfo::clone(&node(name, 8));
+            n.labels = [("rack", rack), ("zone", "z1")].into();
+            n
+        };
+        let stamp = |d: &NodeDigests, slot: usize| d.slots()[slot].as_ref().expect("set").stamp;
+        let mut seen = std::collections::BTreeSet::new();
+        let mut put = |d: &mut NodeDigests, slot: usize, n: NodeInfo| {
+            d.set(slot, Some(Arc::new(n)));
+            check_amounts(d);
+            let node = d.node(slot).expect("set");
+            assert!(node.labels.shares_texts_with(d.label_texts()));
+            seen.insert(stamp(d, slot));
+        };
+        put(&mut digests, 0, labelled("a", "r1"));
+        put(&mut digests, 1, labelled("b", "r1"));
+        let first = stamp(&digests, 0);
+        assert_ne!(stamp(&digests, 1), first, "never given twice");
+
+        // Capacity and a new resource, the same label texts: the stamp stays.
+        let mut more = NodeInfo::clone(digests.node(0).expect("set"));
+        more.allocatable.insert("nvidia.com/gpu".into(), 8);
+        put(&mut digests, 0, more);
+        assert_eq!(stamp(&digests, 0), first);
+        // Labels changed, cordoned, renamed: a new stamp each time.
+        let mut last = first;
+        let labels = digests.node(0).expect("set").labels.clone();
+        let mut cordoned = labelled("a", "r1");
+        cordoned.labels = labels;
+        cordoned.unschedulable = true;
+        for n in [labelled("a", "r2"), cordoned, labelled("c", "r2")] {
+            put(&mut digests, 0, n);
+            assert_ne!(stamp(&digests, 0), last);
+            last = stamp(&digests, 0);
+        }
+        let d = digests.slots()[0].as_ref().expect("set");
+        assert_eq!(d.node.name, "c");
+        assert_eq!(labels_of(&digests, d).get("rack"), Some("r2"));
+        assert_eq!(seen.len(), 5, "five reads, five stamps");
+        digests.set(
+            1,
+            Some(Arc::new({
+                let mut n = labelled("b", "r1");
+                n.ready = false;
+                n
+            })),
+        );
+        assert_eq!(
+            digests.slots()[1].as_ref().expect("set").unfit,
+            Some(Unfit::NotReady)
+        );
     }
 
     /// Amounts no digest holds any more (nodes gone, or grown a resource) are compacted away
@@ -388,23 +641,24 @@ mod tests {
                         .insert(format!("example.com/r{r}"), round + slot as i64);
                 }
                 let before = (digests.slots().get(slot).and_then(Option::as_ref))
-                    .map(|d| (d.amounts_at, d.amounts_len));
-                let unheld = digests.unheld;
+                    .map(|d| (d.amounts.at, d.amounts.len));
+                let unheld = digests.amounts.unheld;
                 let node = (round % 3 != 0 || slot != 0).then(|| Arc::new(n));
                 digests.set(slot, node);
                 check_amounts(&digests);
                 let after = digests.slots()[slot]
                     .as_ref()
-                    .map(|d| (d.amounts_at, d.amounts_len));
-                if other && before.is_some() && before == after && digests.unheld == unheld {
+                    .map(|d| (d.amounts.at, d.amounts.len));
+                if other && before.is_some() && before == after && digests.amounts.unheld == unheld
+                {
                     same_range += 1;
                 }
             }
-            most = most.max(digests.amounts.len());
-            if digests.amounts.len() < last_len {
+            most = most.max(digests.amounts.values.len());
+            if digests.amounts.values.len() < last_len {
                 compactions += 1;
             }
-            last_len = digests.amounts.len();
+            last_len = digests.amounts.values.len();
         }
         assert!(compactions >= 2, "only {compactions} compactions");
         assert!(
@@ -412,21 +666,23 @@ mod tests {
             "only {same_range} nodes read afresh in place"
         );
         assert!(
-            most <= 2 * 6 * 4 + NodeDigests::COMPACT_SLACK,
+            most <= 2 * 6 * 4 + Runs::<i64>::COMPACT_SLACK,
             "held {most}"
         );
         for slot in 4..6 {
             let stable = digests.node(slot).expect("set once");
             assert_eq!(stable.name, format!("stable{slot}"));
         }
-        digests.compact_amounts();
+        digests
+            .amounts
+            .compact(digests.slots.iter_mut().flatten().map(|d| &mut d.amounts));
         check_amounts(&digests);
         let mut next = 0;
         for d in digests.slots().iter().flatten() {
-            assert_eq!(d.amounts_at, next, "back to back in slot order");
-            next += d.amounts_len;
+            assert_eq!(d.amounts.at, next, "back to back in slot order");
+            next += d.amounts.len;
         }
-        assert_eq!(digests.unheld, 0);
-        assert_eq!(digests.amounts.len(), next as usize);
+        assert_eq!(digests.amounts.unheld, 0);
+        assert_eq!(digests.amounts.values.len(), next as usize);
     }
 }

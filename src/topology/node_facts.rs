@@ -1,31 +1,24 @@
 //! What a topology tree build reads of each node for one flavor, kept between its builds:
-//! whether the node is a member (or why it is left out) and its level values as interned ids
+//! whether the node is a member (or why it is left out), its level values as label text ids
 //! (what does not depend on the flavor, resources and name hash, is in the nodes'
-//! [`NodeDigests`]). A rebuild re-reads only the nodes whose `Arc` changed since the last
-//! build, so it reads dense arrays instead of 15,000 separately allocated label lists; the
-//! owner of the slots may read a node ahead, at its event, where the node is still in cache,
-//! so that even a first build after start-up reads none.
+//! [`NodeDigests`]), and each level's values ranked in text order. A build reads the nodes
+//! through their digests' label id pairs, consecutive in memory, and re-reads only the nodes
+//! whose digest stamp changed since the last build; the owner of the slots may read a node
+//! ahead, at its event, so that even a first build after start-up reads none.
 //!
-//! Invariants: the facts of a slot are what a read of the `Arc<NodeInfo>` they keep gives
-//! (read from it, or from a node that differed from it only in its allocatable, which facts
-//! do not read; the `Arc` is held, so its address cannot be reused by another node
-//! while the facts stand);
-//! every level value id of a member is interned in that level's value table; the tables'
-//! ranks order ids as their texts order; the facts are only for the levels and flavor node
-//! labels they were made with ([`NodeFacts::is_for`]). Tables only grow between resets: a
-//! reset (everything read again at the next build) happens once they hold more than twice
-//! what the live nodes can use (at a build) or the slots can (at a read ahead), which bounds
-//! their size.
+//! Invariants: the facts of a slot are what a read of the digest with their stamp gives, and
+//! a member's value ids are texts of [`NodeDigests::label_texts`] that its node holds (kept
+//! facts stand only while the digest has their stamp, so the ids name the same texts); a
+//! level's ranks order the ids ranked as their texts order, and are ranked again from scratch
+//! whenever the texts were swept since (an id may have come back for another text) or they
+//! hold more than twice what the members use (plus a slack), which bounds their size; the
+//! facts are only for the levels and flavor node labels they were made with
+//! ([`NodeFacts::is_for`]).
 
 use std::collections::BTreeMap;
-use std::hash::BuildHasher;
-use std::sync::Arc;
 
-use hashbrown::HashTable;
-
-use super::labels::LabelLookup;
-use super::node::NodeInfo;
-use super::node_digest::NodeDigests;
+use super::labels::{LabelTexts, TextsStamp};
+use super::node_digest::{NodeDigest, NodeDigests, Origin};
 use super::tree::LeftOutReason;
 
 /// What a build does with a node, as read from it.
@@ -42,110 +35,92 @@ pub(crate) enum Verdict {
 /// One node's facts.
 #[derive(Debug)]
 pub(crate) struct Facts {
-    /// The node they were read from.
-    pub node: Arc<NodeInfo>,
+    /// The stamp of the digest they were read from.
+    stamp: u64,
     pub verdict: Verdict,
 }
 
-/// The distinct label values of one level, each with a dense id and a rank in text order.
+/// An id not ranked (nor queued to be).
+const UNRANKED: u32 = u32::MAX;
+/// An id queued to be ranked at the next refresh.
+const QUEUED: u32 = u32::MAX - 1;
+
+/// One level's values (label text ids), ranked in text order.
 #[derive(Debug, Default)]
-pub(crate) struct ValueTable {
-    /// Ids hashed by their text (the text itself is kept once, in `texts`).
-    ids: HashTable<u32>,
-    hasher: foldhash::fast::RandomState,
-    texts: Vec<Arc<str>>,
-    /// Ids in text order (every id below `order.len()`; newer ids are ranked on demand).
-    order: Vec<u32>,
-    /// Each ranked id's position in `order`.
+struct LevelRanks {
+    /// By text id: its position in `order`, or [`UNRANKED`] / [`QUEUED`].
     rank: Vec<u32>,
-    /// The id of the last value interned: nodes come grouped (a rack's hosts one after
-    /// another), so most upper-level values equal the one before and skip the hash.
-    last: Option<u32>,
+    /// Ranked ids in text order.
+    order: Vec<u32>,
+    /// Ids met since the last ranking and not ranked yet.
+    fresh: Vec<u32>,
+    /// The texts' sweeps when the ranks were made: ids met since may name other texts.
+    sweeps: u64,
+    /// Set when the ranks must be made again from the members (too many ids queued between
+    /// builds): nothing is queued until then.
+    from_scratch: bool,
 }
 
-impl ValueTable {
-    fn intern(&mut self, text: &Arc<str>) -> u32 {
-        if let Some(id) = self.last
-            && let last = &self.texts[id as usize]
-            && (Arc::ptr_eq(last, text) || **last == **text)
-        {
-            return id;
+impl LevelRanks {
+    /// Queues `id` to be ranked when it is not.
+    fn meet(&mut self, id: u32) {
+        if self.from_scratch {
+            return;
         }
-        let hash = self.hasher.hash_one(&**text);
-        let texts = &self.texts;
-        let id = match self.ids.find(hash, |&id| *texts[id as usize] == **text) {
-            Some(&id) => id,
-            None => {
-                let id = texts.len() as u32;
-                self.ids
-                    .insert_unique(hash, id, hash_of_id(texts, &self.hasher));
-                self.texts.push(Arc::clone(text));
-                id
-            }
-        };
-        self.last = Some(id);
-        id
-    }
-
-    /// The rank of every id (its position among all texts in text order), ranking the ids
-    /// interned since the last call: each is placed by a binary search among the ranked ones
-    /// (a few text comparisons each), so a rebuild after a node joins reads a few texts, not
-    /// all of them.
-    fn rank_new_values(&mut self) {
-        let ranked = self.order.len();
-        if ranked < self.texts.len() {
-            let texts = &self.texts;
-            // Sorted by a key that orders as the texts do (their bytes after the prefix they
-            // all share, packed into an integer), then by the text where keys tie: thousands
-            // of hostnames sort as integers, each text read once, not at every comparison.
-            let shared = shared_prefix(texts[ranked..].iter().map(|t| t.as_bytes()));
-            let mut fresh: Vec<(u128, u32)> = (ranked..texts.len())
-                .map(|id| (order_key(&texts[id].as_bytes()[shared..]), id as u32))
-                .collect();
-            fresh.sort_unstable_by_key(|&(key, _)| key);
-            // Texts are distinct: where keys tie, the texts decide.
-            for tied in fresh.chunk_by_mut(|a, b| a.0 == b.0) {
-                if tied.len() > 1 {
-                    tied.sort_unstable_by(|a, b| texts[a.1 as usize].cmp(&texts[b.1 as usize]));
-                }
-            }
-            let mut merged = Vec::with_capacity(texts.len());
-            let mut from = 0;
-            for (_, id) in fresh {
-                let text = &*texts[id as usize];
-                let at = from + self.order[from..].partition_point(|&o| &*texts[o as usize] < text);
-                merged.extend_from_slice(&self.order[from..at]);
-                merged.push(id);
-                from = at;
-            }
-            merged.extend_from_slice(&self.order[from..]);
-            self.order = merged;
-            self.rank.resize(texts.len(), 0);
-            for (rank, &id) in self.order.iter().enumerate() {
-                self.rank[id as usize] = rank as u32;
-            }
+        let id = id as usize;
+        if id >= self.rank.len() {
+            self.rank.resize(id + 1, UNRANKED);
+        }
+        if self.rank[id] == UNRANKED {
+            self.rank[id] = QUEUED;
+            self.fresh.push(id as u32);
         }
     }
 
-    /// Room for `more` values, so that a first build does not rehash every text as the
-    /// table grows.
-    fn reserve(&mut self, more: usize) {
-        self.ids
-            .reserve(more, hash_of_id(&self.texts, &self.hasher));
-        self.texts.reserve(more);
+    /// Forgets every rank: the next refresh ranks the members' values from scratch.
+    fn forget(&mut self) {
+        self.rank.iter_mut().for_each(|r| *r = UNRANKED);
+        self.order.clear();
+        self.fresh.clear();
+        self.from_scratch = true;
     }
 
-    /// Gives back what [`Self::reserve`] took beyond the values interned (an upper level keeps
-    /// a few dozen, not one per node).
-    fn shrink_to_fit(&mut self) {
-        self.ids
-            .shrink_to_fit(hash_of_id(&self.texts, &self.hasher));
-        self.texts.shrink_to_fit();
-    }
-
-    /// How many distinct values were ever interned since the last reset.
-    fn len(&self) -> usize {
-        self.texts.len()
+    /// Ranks the ids met since the last call: they are sorted by their texts and merged
+    /// into the ranked ones (each placed by a binary search among them, a few text
+    /// comparisons), so a rebuild after a node joins reads a few texts, not all of them.
+    fn rank_new_values(&mut self, texts: &LabelTexts) {
+        if self.fresh.is_empty() {
+            return;
+        }
+        let text = |id: u32| texts.text(id).expect("a member's value is a kept text");
+        // Sorted by a key that orders as the texts do (their bytes after the prefix they all
+        // share, packed into an integer), then by the text where keys tie: thousands of
+        // hostnames sort as integers, each text read once, not at every comparison.
+        let shared = shared_prefix(self.fresh.iter().map(|&id| text(id).as_bytes()));
+        let mut fresh: Vec<(u128, u32)> = (self.fresh.drain(..))
+            .map(|id| (order_key(&text(id).as_bytes()[shared..]), id))
+            .collect();
+        fresh.sort_unstable_by_key(|&(key, _)| key);
+        // Texts are distinct: where keys tie, the texts decide.
+        for tied in fresh.chunk_by_mut(|a, b| a.0 == b.0) {
+            if tied.len() > 1 {
+                tied.sort_unstable_by(|a, b| text(a.1).cmp(text(b.1)));
+            }
+        }
+        let mut merged = Vec::with_capacity(self.order.len() + fresh.len());
+        let mut from = 0;
+        for (_, id) in fresh {
+            let t = text(id);
+            let at = from + self.order[from..].partition_point(|&o| text(o) < t);
+            merged.extend_from_slice(&self.order[from..at]);
+            merged.push(id);
+            from = at;
+        }
+        merged.extend_from_slice(&self.order[from..]);
+        self.order = merged;
+        for (rank, &id) in self.order.iter().enumerate() {
+            self.rank[id as usize] = rank as u32;
+        }
     }
 }
 
@@ -172,12 +147,55 @@ fn order_key(bytes: &[u8]) -> u128 {
     u128::from_be_bytes(key)
 }
 
-/// An id's hash as its table keeps it: its text's (what a table that grows or shrinks rehashes).
-fn hash_of_id<'t>(
-    texts: &'t [Arc<str>],
-    hasher: &'t foldhash::fast::RandomState,
-) -> impl Fn(&u32) -> u64 + 't {
-    move |&id| hasher.hash_one(&*texts[id as usize])
+/// The flavor's node labels and the level labels as label text ids, looked up in the nodes'
+/// texts (`None`: no node carries that text).
+#[derive(Debug, Default)]
+struct KeyIds {
+    /// Each flavor node label's key and wanted value.
+    flavor: Vec<(Option<u32>, Option<u32>)>,
+    /// Each level's key.
+    levels: Vec<Option<u32>>,
+    /// The texts' stamp when looked up; `None` before the first.
+    looked_up: Option<TextsStamp>,
+}
+
+impl KeyIds {
+    /// Looks the ids up again unless they still hold: no sweep since (every id found names
+    /// the same text) and no text added since if one was not found.
+    fn refresh(
+        &mut self,
+        texts: &LabelTexts,
+        levels: &[String],
+        flavor_node_labels: &BTreeMap<String, String>,
+    ) {
+        let now = texts.stamp();
+        let all_found = self.flavor.iter().all(|(k, v)| k.is_some() && v.is_some())
+            && self.levels.iter().all(Option::is_some);
+        match self.looked_up {
+            Some(then) if then.sweeps == now.sweeps && (then.added == now.added || all_found) => {
+                return;
+            }
+            _ => {}
+        }
+        self.flavor = (flavor_node_labels.iter())
+            .map(|(k, v)| (texts.id_of(k), texts.id_of(v)))
+            .collect();
+        self.levels = levels.iter().map(|l| texts.id_of(l)).collect();
+        self.looked_up = Some(now);
+    }
+}
+
+/// The value id of `key` among a node's label id pairs; `hint` is where it was on the node
+/// read before (nodes of a cluster carry the same keys), tried first.
+fn value_of(pairs: &[(u32, u32)], key: u32, hint: &mut usize) -> Option<u32> {
+    if let Some(&(k, v)) = pairs.get(*hint)
+        && k == key
+    {
+        return Some(v);
+    }
+    let at = pairs.iter().position(|&(k, _)| k == key)?;
+    *hint = at;
+    Some(pairs[at].1)
 }
 
 /// The facts of every node slot for one flavor's builds (see the module documentation).
@@ -189,20 +207,21 @@ pub struct NodeFacts {
     facts: Vec<Option<Facts>>,
     /// Level value ids, `slot * depth + level`; meaningful for members only.
     values: Vec<u32>,
-    tables: Vec<ValueTable>,
-    /// The flavor's node labels, then the level labels, as lookups that remember where the
-    /// last node read had them.
-    lookups: Vec<LabelLookup>,
+    ranks: Vec<LevelRanks>,
+    keys: KeyIds,
+    /// Per flavor node label then level, where the last node read had it.
+    hints: Vec<usize>,
     /// Nodes read ahead of a build ([`NodeFacts::read_ahead`]) since the last refresh.
     read_ahead: usize,
     /// What the last refresh found read; `None` before the first.
     last_reads: Option<NodeReads>,
+    /// The store of the digests read; `None` before the first read.
+    origin: Option<Origin>,
 }
 
 /// How many node reads a build's facts made since the build before: at the nodes' events
 /// (read ahead; a node that changed twice is read twice) and at the build itself (the other
-/// nodes were unchanged). A node whose facts are kept (only its allocatable changed) counts
-/// as a read.
+/// nodes were unchanged).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct NodeReads {
     pub at_events: usize,
@@ -217,10 +236,10 @@ impl NodeReads {
 }
 
 impl NodeFacts {
-    /// Tables are reset once they hold more than twice the live slots plus this.
+    /// Ranks are made again from scratch once they hold more than twice the members plus
+    /// this, and ids queued between builds are dropped (for a ranking from scratch) once they
+    /// number more than twice the slots plus this.
     const RESET_SLACK: usize = 1024;
-    /// How many nodes a build reads at a time ([`Self::touch_labels`]).
-    const READ_BATCH: usize = 16;
 
     /// No facts yet, for a flavor with these levels and node labels.
     pub fn new(levels: &[String], flavor_node_labels: &BTreeMap<String, String>) -> Self {
@@ -229,12 +248,21 @@ impl NodeFacts {
             flavor_node_labels: flavor_node_labels.clone(),
             facts: Vec::new(),
             values: Vec::new(),
-            tables: levels.iter().map(|_| ValueTable::default()).collect(),
-            lookups: (flavor_node_labels.keys().chain(levels))
-                .map(|key| LabelLookup::new(key))
-                .collect(),
+            ranks: levels.iter().map(|_| LevelRanks::default()).collect(),
+            keys: KeyIds::default(),
+            hints: vec![0; flavor_node_labels.len() + levels.len()],
             read_ahead: 0,
             last_reads: None,
+            origin: None,
+        }
+    }
+
+    /// Starts over when `slots` are not the store the facts were read from (stamps and ids
+    /// are a store's own).
+    fn read_from(&mut self, slots: &NodeDigests) {
+        if self.origin != Some(slots.origin()) {
+            *self = Self::new(&self.levels, &self.flavor_node_labels);
+            self.origin = Some(slots.origin());
         }
     }
 
@@ -250,54 +278,36 @@ impl NodeFacts {
     }
 
     /// Reads one slot's facts now, where the node is at hand (its event), so the next build
-    /// finds them kept and reads dense arrays only: `None` empties the slot. Only a warm-up:
-    /// [`Self::refresh`] still reads any slot whose node is not the one its facts were read
-    /// from, so a slot never read ahead is read at the build.
-    pub fn read_ahead(&mut self, slot: usize, node: Option<&Arc<NodeInfo>>) {
+    /// finds them kept: an empty slot loses its facts. Only a warm-up: [`Self::refresh`] still
+    /// reads any slot whose digest stamp is not the one its facts were read from, so a slot
+    /// never read ahead is read at the build.
+    pub fn read_ahead(&mut self, slot: usize, slots: &NodeDigests) {
+        self.read_from(slots);
         if slot >= self.facts.len() {
             self.facts.resize_with(slot + 1, || None);
             self.values.resize((slot + 1) * self.levels.len(), 0);
         }
-        match node {
+        match slots.slots().get(slot).and_then(Option::as_ref) {
             None => self.facts[slot] = None,
-            Some(n)
+            Some(d)
                 if self.facts[slot]
                     .as_ref()
-                    .is_some_and(|f| Arc::ptr_eq(n, &f.node)) => {}
-            Some(n) => {
-                self.update(slot, n);
+                    .is_some_and(|f| f.stamp == d.stamp) => {}
+            Some(d) => {
+                self.keys
+                    .refresh(slots.label_texts(), &self.levels, &self.flavor_node_labels);
+                self.read(slot, d, slots);
                 self.read_ahead += 1;
-                // Tables grow between builds too: bounded by the slots (the live nodes are
-                // only counted at a build), every node read again at the next one.
-                if self.outgrown(self.facts.len()) {
-                    *self = Self::new(&self.levels, &self.flavor_node_labels);
+                // Ids queued between builds are bounded by the slots: past that, the next
+                // build ranks its members' values from scratch.
+                let bound = 2 * self.facts.len() + Self::RESET_SLACK;
+                for ranks in &mut self.ranks {
+                    if ranks.fresh.len() > bound {
+                        ranks.forget();
+                    }
                 }
             }
         }
-    }
-
-    /// Whether a table holds more than twice what `live` nodes can use (plus the slack): time
-    /// for a reset.
-    fn outgrown(&self, live: usize) -> bool {
-        let bound = 2 * live + Self::RESET_SLACK;
-        self.tables.iter().any(|t| t.len() > bound)
-    }
-
-    /// Brings a slot's facts up to `node`: when it differs from the node they were read from
-    /// in its allocatable only (the same name, flags and label texts; a capacity update or a
-    /// resource added), the facts stand and only the node they stand for is replaced;
-    /// otherwise it is read afresh.
-    fn update(&mut self, slot: usize, node: &Arc<NodeInfo>) {
-        if let Some(f) = &mut self.facts[slot]
-            && only_allocatable_differs(&f.node, node)
-        {
-            f.node = Arc::clone(node);
-            return;
-        }
-        self.facts[slot] = Some(Facts {
-            verdict: self.verdict(slot, node),
-            node: Arc::clone(node),
-        });
     }
 
     /// The levels these facts are for.
@@ -305,93 +315,94 @@ impl NodeFacts {
         &self.levels
     }
 
-    /// Brings every slot's facts up to date with the nodes of `slots`: a slot whose node is
-    /// the same `Arc` as last time keeps its facts, any other is brought up to it
-    /// ([`Self::update`]); values new to a level are ranked.
+    /// Brings every slot's facts up to date with the digests of `slots`: a slot whose digest
+    /// has the stamp its facts were read from keeps them, any other is read again; values new
+    /// to a level are ranked.
     pub(crate) fn refresh(&mut self, slots: &NodeDigests) {
+        self.read_from(slots);
         let depth = self.levels.len();
         self.facts.truncate(slots.len());
         self.facts.resize_with(slots.len(), || None);
         self.values.resize(slots.len() * depth, 0);
-        // Empty slots lose their facts; the slots whose node is not the one read last time
-        // are read again below.
-        let mut to_read: Vec<(usize, &Arc<NodeInfo>)> = Vec::new();
-        for (slot, (node, facts)) in slots.nodes().zip(&mut self.facts).enumerate() {
-            match node {
-                None => *facts = None,
-                Some(n) if facts.as_ref().is_some_and(|f| Arc::ptr_eq(n, &f.node)) => {}
-                Some(n) => to_read.push((slot, n)),
-            }
-        }
-        // A first build reads every node: room for as many values, given back after.
-        let many = to_read.len() > Self::RESET_SLACK;
-        if many {
-            for table in &mut self.tables {
-                table.reserve(to_read.len());
-            }
-        }
-        for chunk in to_read.chunks(Self::READ_BATCH) {
-            self.touch_labels(chunk);
-            for &(slot, node) in chunk {
-                self.update(slot, node);
-            }
-        }
-        if many {
-            for table in &mut self.tables {
-                table.shrink_to_fit();
+        self.keys
+            .refresh(slots.label_texts(), &self.levels, &self.flavor_node_labels);
+        let mut at_build = 0;
+        for (slot, digest) in slots.slots().iter().enumerate() {
+            match digest {
+                None => self.facts[slot] = None,
+                Some(d)
+                    if self.facts[slot]
+                        .as_ref()
+                        .is_some_and(|f| f.stamp == d.stamp) => {}
+                Some(d) => {
+                    self.read(slot, d, slots);
+                    at_build += 1;
+                }
             }
         }
         self.last_reads = Some(NodeReads {
             at_events: std::mem::take(&mut self.read_ahead),
-            at_build: to_read.len(),
+            at_build,
         });
-        if self.outgrown(self.facts.iter().flatten().count()) {
-            *self = Self::new(&self.levels, &self.flavor_node_labels);
-            self.refresh(slots);
-            return;
-        }
-        for table in &mut self.tables {
-            table.rank_new_values();
-        }
-    }
-
-    /// Reads the label values the lookups will read of each node of a batch, and their first
-    /// byte, without acting on them: each node's labels and values sit in allocations of their
-    /// own, cold when every node is read at once (a new flavor or Topology), and a loop that
-    /// only loads keeps many of those cache misses in flight together, where the full read of
-    /// one node after another would wait for each in turn. The reads after find them cached.
-    fn touch_labels(&mut self, batch: &[(usize, &Arc<NodeInfo>)]) {
-        let mut seen = 0u8;
-        for (_, node) in batch {
-            for lookup in &mut self.lookups {
-                if let Some(value) = lookup.value_in(&node.labels) {
-                    seen ^= value.as_bytes().first().copied().unwrap_or(0);
+        let texts = slots.label_texts();
+        let members = || {
+            (self.facts.iter().enumerate())
+                .filter(|(_, f)| {
+                    f.as_ref()
+                        .is_some_and(|f| matches!(f.verdict, Verdict::Member))
+                })
+                .map(|(slot, _)| slot)
+        };
+        let bound = 2 * members().count() + Self::RESET_SLACK;
+        for (lvl, ranks) in self.ranks.iter_mut().enumerate() {
+            if ranks.sweeps != texts.stamp().sweeps || ranks.order.len() > bound {
+                ranks.forget();
+            }
+            if ranks.from_scratch {
+                ranks.from_scratch = false;
+                ranks.sweeps = texts.stamp().sweeps;
+                for slot in members() {
+                    ranks.meet(self.values[slot * depth + lvl]);
                 }
             }
+            ranks.rank_new_values(texts);
         }
-        std::hint::black_box(seen);
     }
 
-    /// The node's verdict; for a member, its level value ids are written to its slot.
-    fn verdict(&mut self, slot: usize, node: &NodeInfo) -> Verdict {
-        let (flavor_lookups, level_lookups) =
-            self.lookups.split_at_mut(self.flavor_node_labels.len());
-        let of_flavor = (self.flavor_node_labels.values().zip(flavor_lookups))
-            .all(|(want, lookup)| lookup.value_in(&node.labels).is_some_and(|v| **v == **want));
-        if !of_flavor {
-            return Verdict::OtherFlavor;
+    /// Reads a slot's facts from its digest; for a member, its level value ids are written to
+    /// its slot and met by the level's ranks.
+    fn read(&mut self, slot: usize, digest: &NodeDigest, slots: &NodeDigests) {
+        let verdict = self.verdict(slot, digest, slots);
+        self.facts[slot] = Some(Facts {
+            stamp: digest.stamp,
+            verdict,
+        });
+    }
+
+    /// The verdict of a node; for a member, its level value ids are written to its slot and
+    /// met by the level's ranks.
+    fn verdict(&mut self, slot: usize, digest: &NodeDigest, slots: &NodeDigests) -> Verdict {
+        let pairs = slots.label_ids(digest);
+        let (flavor_hints, level_hints) = self.hints.split_at_mut(self.keys.flavor.len());
+        for (&(key, want), hint) in self.keys.flavor.iter().zip(flavor_hints) {
+            let found = key.and_then(|key| value_of(pairs, key, hint));
+            if found.is_none() || found != want {
+                return Verdict::OtherFlavor;
+            }
         }
-        if let Some(reason) = left_out_because(node) {
-            return Verdict::LeftOut(reason);
+        if let Some(unfit) = digest.unfit {
+            return Verdict::LeftOut(unfit.reason());
         }
         let depth = self.levels.len();
-        for ((lvl, level), lookup) in self.levels.iter().enumerate().zip(level_lookups) {
-            // The first level it lacks, outermost first (values interned for the levels
-            // above are garbage the reset bound covers).
-            let Some(value) = lookup.value_in(&node.labels) else {
-                return Verdict::LeftOut(LeftOutReason::MissingLabel(level.clone()));
+        for (lvl, (&key, hint)) in self.keys.levels.iter().zip(level_hints).enumerate() {
+            // The first level it lacks, outermost first.
+            let Some(value) = key.and_then(|key| value_of(pairs, key, hint)) else {
+                return Verdict::LeftOut(LeftOutReason::MissingLabel(self.levels[lvl].clone()));
             };
-            self.values[slot * depth + lvl] = self.tables[lvl].intern(value);
+            self.values[slot * depth + lvl] = value;
+        }
+        for (lvl, ranks) in self.ranks.iter_mut().enumerate() {
+            ranks.meet(self.values[slot * depth + lvl]);
         }
         Verdict::Member
     }
@@ -407,35 +418,15 @@ impl NodeFacts {
         &self.values[slot * depth..(slot + 1) * depth]
     }
 
-    /// The rank of every value id of `level`, in text order (as of the last refresh).
+    /// The rank of every value id of `level`, in text order (as of the last refresh), by id.
     pub(crate) fn ranks(&self, level: usize) -> &[u32] {
-        &self.tables[level].rank
+        &self.ranks[level].rank
     }
-}
 
-/// Whether a flavor's build reads the same of `new` as of `old` but the allocatable: the same
-/// name, readiness, cordon and label texts (the same shared allocations; labels equal in text
-/// only are read afresh).
-fn only_allocatable_differs(old: &NodeInfo, new: &NodeInfo) -> bool {
-    old.name == new.name
-        && old.ready == new.ready
-        && old.ready_condition_missing == new.ready_condition_missing
-        && old.unschedulable == new.unschedulable
-        && old.labels.same_texts_as(&new.labels)
-}
-
-/// Why `node` cannot be a member of any tree, if it cannot (its labels aside).
-fn left_out_because(node: &NodeInfo) -> Option<LeftOutReason> {
-    if node.ready_condition_missing {
-        return Some(LeftOutReason::NoReadyCondition);
+    /// How many values of `level` are ranked: every rank of a member's value is below it.
+    pub(crate) fn ranked(&self, level: usize) -> usize {
+        self.ranks[level].order.len()
     }
-    if !node.ready {
-        return Some(LeftOutReason::NotReady);
-    }
-    if node.unschedulable {
-        return Some(LeftOutReason::Unschedulable);
-    }
-    None
 }
 
 #[cfg(test)]
@@ -445,7 +436,10 @@ mod tests {
     use proptest::prelude::*;
     use proptest::test_runner::{Config, TestRunner};
 
+    use std::sync::Arc;
+
     use super::*;
+    use crate::topology::NodeInfo;
     use crate::topology::fixtures::{BLOCK, HOST, NodeBuilder, RACK};
     use crate::topology::tree::{DomainIdx, TopologyTree};
 
@@ -689,7 +683,7 @@ mod tests {
                             };
                             digests.set(i, slots[i].clone());
                             if read_ahead {
-                                facts.read_ahead(i, slots[i].as_ref());
+                                facts.read_ahead(i, &digests);
                             }
                         }
                     }
@@ -775,11 +769,11 @@ mod tests {
         }
     }
 
-    /// A first build of many nodes sizes every level's table for all of them and gives the
-    /// excess back after: the upper levels keep room for their few values, not one per node,
-    /// and builds after it still find every value (the tables were rehashed right).
+    /// A first build reads every node and ranks every value of each level once; a rebuild
+    /// after a node moves and another joins reads those two only, ranks the one new value, and
+    /// builds the tree a build from scratch builds.
     #[test]
-    fn a_first_build_sizes_its_tables_once_and_gives_the_excess_back() {
+    fn a_rebuild_reads_and_ranks_only_what_changed() {
         let levels: Vec<String> = vec![BLOCK.into(), RACK.into(), HOST.into()];
         let node = |i: usize, rack: usize| {
             let node = NodeBuilder::new(&format!("n{i}"))
@@ -791,29 +785,23 @@ mod tests {
             Some(Arc::new(node))
         };
         let mut slots: Vec<Option<Arc<NodeInfo>>> = (0..1_500).map(|i| node(i, i / 50)).collect();
+        let mut digests = digests_of(&slots);
         let mut facts = NodeFacts::new(&levels, &BTreeMap::new());
-        let first = TopologyTree::build_from("t", &mut facts, &digests_of(&slots));
+        let first = TopologyTree::build_from("t", &mut facts, &digests);
         assert_eq!(
             facts.last_reads().map(|r| r.at_build),
             Some(1_500),
             "a first build reads every node"
         );
         assert_eq!(first.leaves().len(), 1_500);
-        let held: Vec<(usize, usize)> = facts
-            .tables
-            .iter()
-            .map(|t| (t.len(), t.ids.capacity()))
-            .collect();
-        assert_eq!(held.iter().map(|h| h.0).collect::<Vec<_>>(), [3, 30, 1_500]);
-        assert!(
-            held[0].1 < 64 && held[1].1 < 64,
-            "upper levels hold {held:?}"
-        );
-        assert!(held[2].1 >= 1_500, "hostnames hold {held:?}");
-        // A node moves rack, another joins: the same tree as a build from scratch.
+        let ranked = |facts: &NodeFacts| (0..3).map(|l| facts.ranked(l)).collect::<Vec<_>>();
+        assert_eq!(ranked(&facts), [3, 30, 1_500]);
+        // A node moves rack, another joins.
         slots[7] = node(7, 29);
         slots.push(node(1_500, 3));
-        let kept = TopologyTree::build_from("t", &mut facts, &digests_of(&slots));
+        digests.set(7, slots[7].clone());
+        digests.set(1_500, slots[1_500].clone());
+        let kept = TopologyTree::build_from("t", &mut facts, &digests);
         assert_eq!(
             facts.last_reads(),
             Some(NodeReads {
@@ -823,38 +811,51 @@ mod tests {
         );
         let fresh = build_from_scratch(&levels, &BTreeMap::new(), &slots);
         assert_eq!(describe(&kept), describe(&fresh));
-        assert_eq!(
-            facts.tables.iter().map(ValueTable::len).collect::<Vec<_>>(),
-            [3, 30, 1_501]
-        );
+        assert_eq!(ranked(&facts), [3, 30, 1_501]);
+        // Facts read from another store start over: its stamps and ids are its own.
+        let other = digests_of(&slots);
+        let again = TopologyTree::build_from("t", &mut facts, &other);
+        assert_eq!(facts.last_reads().map(|r| r.at_build), Some(1_501));
+        assert_eq!(describe(&again), describe(&fresh));
     }
 
-    /// Values that no node uses any more are dropped once they outnumber the
-    /// live nodes' twice over (plus the slack): facts kept for long do not grow without bound,
-    /// and the trees stay right through the reset.
+    /// Ranks of values no node uses any more are dropped once they outnumber the members
+    /// twice over (plus the slack), or the texts were swept: facts kept for long do not grow
+    /// without bound, and the trees stay right through the resets.
     #[test]
     fn kept_facts_stay_bounded_as_hostnames_churn() {
         let levels: Vec<String> = vec![BLOCK.into(), RACK.into(), HOST.into()];
         let mut facts = NodeFacts::new(&levels, &BTreeMap::new());
-        let mut most = 0;
+        let mut digests = NodeDigests::new();
+        let (mut most, mut swept) = (0, 0);
         for round in 0..200 {
             let slots: Vec<Option<Arc<NodeInfo>>> =
                 (0..20).map(|i| Some(churned(round, i))).collect();
-            let tree = TopologyTree::build_from("t", &mut facts, &digests_of(&slots));
-            assert_eq!(tree.leaves().len(), 20, "round {round}");
+            let sweeps = digests.label_texts().stamp().sweeps;
+            for (i, node) in slots.iter().enumerate() {
+                digests.set(i, node.clone());
+            }
+            swept += usize::from(digests.label_texts().stamp().sweeps > sweeps);
+            let tree = TopologyTree::build_from("t", &mut facts, &digests);
+            assert_eq!(
+                describe(&tree),
+                describe(&build_from_scratch(&levels, &BTreeMap::new(), &slots)),
+                "round {round}"
+            );
             let host = tree.value(tree.leaves()[0]);
             assert_eq!(host, format!("h{round}-0"), "round {round}");
-            most = most.max(facts.tables[2].len());
+            most = most.max(facts.ranks[2].order.len());
         }
         // 4,000 hostnames were seen; never more than the bound were held.
-        assert!(most > 2 * 20, "the churn reached the table: {most}");
+        assert!(most > 2 * 20, "the churn reached the ranks: {most}");
         assert!(most <= 2 * 20 + NodeFacts::RESET_SLACK, "held {most}");
+        assert!(swept >= 2, "only {swept} sweeps of the texts");
     }
 
-    /// A table ranks its values as their texts order, ranked in one batch or in two (the
-    /// second merged into the first), whatever they share: long common prefixes, ties past
-    /// the 16 bytes its sort key holds, a text that is the start of another, NUL bytes that
-    /// look like the key's padding, multi-byte characters.
+    /// Ranks order values as their texts order, ranked in one batch or in two (the second
+    /// merged into the first), whatever the texts share: long common prefixes, ties past the
+    /// 16 bytes its sort key holds, a text that is the start of another, NUL bytes that look
+    /// like the key's padding, multi-byte characters.
     #[test]
     fn ranks_order_values_as_their_texts_order() {
         let mut runner = TestRunner::new(Config {
@@ -871,17 +872,24 @@ mod tests {
                     any::<prop::sample::Index>(),
                 ),
                 |(texts, split)| {
-                    let mut table = ValueTable::default();
+                    let mut interned = LabelTexts::default();
+                    let mut ranks = LevelRanks::default();
+                    // Held, as nodes hold their texts.
+                    let mut held = Vec::new();
                     let cut = split.index(texts.len() + 1);
                     for batch in [&texts[..cut], &texts[cut..]] {
                         for t in batch {
-                            table.intern(&Arc::from(t.as_str()));
+                            let (text, id) = interned.intern(&Arc::from(t.as_str()));
+                            held.push(text);
+                            ranks.meet(id);
                         }
-                        table.rank_new_values();
+                        ranks.rank_new_values(&interned);
                     }
-                    let mut by_rank: Vec<&str> = vec![""; table.len()];
-                    for (id, text) in table.texts.iter().enumerate() {
-                        by_rank[table.rank[id] as usize] = text;
+                    let by_rank: Vec<&str> = (ranks.order.iter())
+                        .map(|&id| interned.text(id).expect("held"))
+                        .collect();
+                    for (rank, &id) in ranks.order.iter().enumerate() {
+                        prop_assert_eq!(ranks.rank[id as usize] as usize, rank);
                     }
                     let mut sorted: Vec<&str> = texts.iter().map(String::as_str).collect();
                     sorted.sort_unstable();
@@ -907,24 +915,30 @@ mod tests {
         assert!(merged.get() >= 20, "only {} merged rankings", merged.get());
     }
 
-    /// Nodes read ahead with no build between keep the tables bounded too: the churn resets
-    /// them, and the build after is the build from scratch.
+    /// Nodes read ahead with no build between keep the queued values bounded too: the churn
+    /// drops them for a ranking from scratch, and the build after is the build from scratch.
     #[test]
-    fn reads_ahead_alone_keep_the_tables_bounded() {
+    fn reads_ahead_alone_keep_the_ranks_bounded() {
         let levels: Vec<String> = vec![BLOCK.into(), RACK.into(), HOST.into()];
         let mut facts = NodeFacts::new(&levels, &BTreeMap::new());
+        let mut digests = NodeDigests::new();
         let mut slots: Vec<Option<Arc<NodeInfo>>> = vec![None; 20];
         let mut most = 0;
         for round in 0..200 {
             for (i, slot) in slots.iter_mut().enumerate() {
                 *slot = Some(churned(round, i));
-                facts.read_ahead(i, slot.as_ref());
-                most = most.max(facts.tables[2].len());
+                digests.set(i, slot.clone());
+                facts.read_ahead(i, &digests);
+                most = most.max(facts.ranks[2].fresh.len());
             }
         }
-        assert!(most > 2 * 20, "the churn reached the table: {most}");
-        assert!(most <= 2 * 20 + NodeFacts::RESET_SLACK, "held {most}");
-        let kept = TopologyTree::build_from("t", &mut facts, &digests_of(&slots));
+        assert!(most > 2 * 20, "the churn reached the queue: {most}");
+        assert!(most <= 2 * 20 + NodeFacts::RESET_SLACK + 1, "held {most}");
+        assert!(
+            facts.ranks[2].from_scratch,
+            "dropped for a ranking from scratch"
+        );
+        let kept = TopologyTree::build_from("t", &mut facts, &digests);
         let fresh = build_from_scratch(&levels, &BTreeMap::new(), &slots);
         assert_eq!(describe(&kept), describe(&fresh));
     }

@@ -272,10 +272,12 @@ impl TopologyTree {
             let Some(f) = f else { continue };
             match &f.verdict {
                 Verdict::OtherFlavor => {}
-                Verdict::LeftOut(reason) => left_out.add(reason.clone(), &f.node.name),
+                Verdict::LeftOut(reason) => {
+                    left_out.add(reason.clone(), &digest_of(slot).node.name)
+                }
                 Verdict::Member => {
                     if digest_of(slot).no_allocatable {
-                        left_out.add(LeftOutReason::NoAllocatable, &f.node.name);
+                        left_out.add(LeftOutReason::NoAllocatable, &digest_of(slot).node.name);
                     }
                     positions.push(slot);
                 }
@@ -331,7 +333,7 @@ impl TopologyTree {
 
         // Every member, sorted by its full path.
         let path = |m: usize| &paths[m * depth..(m + 1) * depth];
-        let bounds: Vec<usize> = (0..depth).map(|lvl| facts.ranks(lvl).len()).collect();
+        let bounds: Vec<usize> = (0..depth).map(|lvl| facts.ranked(lvl)).collect();
         let by_path = match depth {
             0 => Vec::new(),
             _ => sort_by_path(members.len(), depth, &paths, &bounds),

@@ -260,14 +260,14 @@ fn nodes_share_one_copy_of_each_label_text() {
             s.node_by_name(name)
                 .unwrap()
                 .labels
-                .shares_texts_with(&s.label_texts)
+                .shares_texts_with(s.nodes.label_texts())
         );
     }
     // A capacity change keeps the node on the shared copies.
     assert_eq!(s.apply_node(node("n1", "r1", 16)), NodeChange::Capacity);
     assert_eq!(pointer(&s, "n1", RACK), pointer(&s, "n2", RACK));
     // block, rack, host keys; b1, r1, r2; n1, n2, n3.
-    assert_eq!(s.label_texts.len(), 9);
+    assert_eq!(s.nodes.label_texts().len(), 9);
 }
 
 #[test]
