@@ -9,8 +9,9 @@
 //! The amounts and label ids of all nodes sit in one array each, node after node in the order
 //! they were first read (slot order at a start-up, and again after each compaction), so a
 //! build reads them from consecutive memory rather than from an allocation per node. The
-//! label texts are interned here too ([`NodeDigests::label_texts`]): every node kept holds
-//! the shared copies, which keeps each id naming its text while a node carries it.
+//! label texts are interned here too ([`NodeDigests::label_texts`]): every digest holds the
+//! shared copies of its node's (and gives them to a node only its caller held), which keeps
+//! each id naming its text while a digest carries it.
 //!
 //! Invariants: a slot's digest is what a read of the `Arc<NodeInfo>` it holds gives (read
 //! from it, or kept from a node with the same allocatable resource names, amounts copied, and
@@ -25,7 +26,7 @@ use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::labels::LabelTexts;
+use super::labels::{LabelTexts, NodeLabels};
 use super::node::NodeInfo;
 use super::tree::LeftOutReason;
 
@@ -44,6 +45,9 @@ pub struct NodeDigest {
     /// Its labels as `(key id, value id)` in the shared array ([`NodeDigests::label_ids`]), in
     /// key order; ids of [`NodeDigests::label_texts`].
     labels: Span,
+    /// The node's labels as the store's shared copies (the node's own list when it holds
+    /// them): holding them keeps each label id naming its text.
+    texts: NodeLabels,
     /// Every allocatable amount is zero or less.
     pub no_allocatable: bool,
     /// Why no tree takes the node whatever its labels (not Ready, cordoned), if none does.
@@ -282,14 +286,13 @@ impl NodeDigests {
         &self.slots
     }
 
-    /// The texts of the nodes' labels; every node in a slot holds these very copies.
+    /// The texts of the nodes' labels (every digest holds the copies its label ids name).
     pub fn label_texts(&self) -> &LabelTexts {
         &self.texts
     }
 
-    /// Puts `node` in a slot (`None` empties it), growing the slots as needed; the node kept
-    /// holds the shared copies of its label texts ([`Self::label_texts`]; a node that holds
-    /// others is copied). A node keeps what it shares with the slot's last one: its key set
+    /// Puts `node` in a slot (`None` empties it), growing the slots as needed; a node only the
+    /// caller holds is given the shared copies of its label texts ([`Self::label_texts`]). A node keeps what it shares with the slot's last one: its key set
     /// with the amounts copied in place when it has the same resource names, its label ids and
     /// stamp when it has the same name, label texts, readiness and cordon.
     pub fn set(&mut self, slot: usize, node: Option<Arc<NodeInfo>>) {
@@ -347,25 +350,30 @@ impl NodeDigests {
         let same_facts = before
             .as_ref()
             .filter(|b| only_allocatable_differs(&b.node, &node));
-        let (labels, stamp) = match same_facts {
-            Some(b) => (b.labels, b.stamp),
+        let (labels, stamp, texts) = match same_facts {
+            Some(b) => (b.labels, b.stamp, b.texts.clone()),
             None => {
                 let shared =
                     (node.labels.clone()).interned_with_ids(&mut self.texts, &mut self.scratch);
-                if !shared.same_texts_as(&node.labels) {
-                    Arc::make_mut(&mut node).labels = shared;
+                // A node only the caller holds takes the shared copies (one copy of each text
+                // in memory); a node held elsewhere too is kept as it is, not copied.
+                if !shared.same_texts_as(&node.labels)
+                    && let Some(only) = Arc::get_mut(&mut node)
+                {
+                    only.labels = shared.clone();
                 }
                 let span =
                     (self.label_ids).place(before.as_ref().map(|b| b.labels), self.scratch.len());
                 self.label_ids.get_mut(span).copy_from_slice(&self.scratch);
                 self.stamps += 1;
-                (span, self.stamps)
+                (span, self.stamps, shared)
             }
         };
         NodeDigest {
             key_set,
             amounts,
             labels,
+            texts,
             no_allocatable: no_allocatable(&node),
             unfit: Unfit::of(&node),
             name_hash: match &before {
@@ -562,13 +570,13 @@ mod tests {
             n
         };
         let stamp = |d: &NodeDigests, slot: usize| d.slots()[slot].as_ref().expect("set").stamp;
-        let mut seen = std::collections::BTreeSet::new();
-        let mut put = |d: &mut NodeDigests, slot: usize, n: NodeInfo| {
+        let seen = std::cell::RefCell::new(std::collections::BTreeSet::new());
+        let put = |d: &mut NodeDigests, slot: usize, n: NodeInfo| {
             d.set(slot, Some(Arc::new(n)));
             check_amounts(d);
             let node = d.node(slot).expect("set");
             assert!(node.labels.shares_texts_with(d.label_texts()));
-            seen.insert(stamp(d, slot));
+            seen.borrow_mut().insert(stamp(d, slot));
         };
         put(&mut digests, 0, labelled("a", "r1"));
         put(&mut digests, 1, labelled("b", "r1"));
@@ -580,33 +588,60 @@ mod tests {
         more.allocatable.insert("nvidia.com/gpu".into(), 8);
         put(&mut digests, 0, more);
         assert_eq!(stamp(&digests, 0), first);
-        // Labels changed, cordoned, renamed: a new stamp each time.
+        // Labels changed; then, each on the stored node with its shared label texts,
+        // cordoned, renamed, not Ready, without a Ready condition: a new stamp each time.
         let mut last = first;
-        let labels = digests.node(0).expect("set").labels.clone();
-        let mut cordoned = labelled("a", "r1");
-        cordoned.labels = labels;
-        cordoned.unschedulable = true;
-        for n in [labelled("a", "r2"), cordoned, labelled("c", "r2")] {
+        let edits: [fn(&mut NodeInfo); 4] = [
+            |n| n.unschedulable = true,
+            |n| n.name = "c".into(),
+            |n| n.ready = false,
+            |n| n.ready_condition_missing = true,
+        ];
+        put(&mut digests, 0, labelled("a", "r2"));
+        assert_ne!(stamp(&digests, 0), last);
+        for edit in edits {
+            last = stamp(&digests, 0);
+            let mut n = NodeInfo::clone(digests.node(0).expect("set"));
+            edit(&mut n);
             put(&mut digests, 0, n);
             assert_ne!(stamp(&digests, 0), last);
-            last = stamp(&digests, 0);
         }
         let d = digests.slots()[0].as_ref().expect("set");
         assert_eq!(d.node.name, "c");
         assert_eq!(labels_of(&digests, d).get("rack"), Some("r2"));
-        assert_eq!(seen.len(), 5, "five reads, five stamps");
-        digests.set(
-            1,
-            Some(Arc::new({
-                let mut n = labelled("b", "r1");
-                n.ready = false;
-                n
-            })),
+        assert_eq!(d.unfit, Some(Unfit::NoReadyCondition));
+        assert_eq!(seen.borrow().len(), 7, "seven reads, seven stamps");
+        // A capacity update of it keeps the stamp again.
+        last = stamp(&digests, 0);
+        let mut n = NodeInfo::clone(digests.node(0).expect("set"));
+        n.allocatable.values_mut().for_each(|v| *v += 1);
+        put(&mut digests, 0, n);
+        assert_eq!(stamp(&digests, 0), last);
+    }
+
+    /// A node held elsewhere too is kept as given, not copied; its digest holds the shared
+    /// texts itself, so its label ids name its labels through sweeps of the texts.
+    #[test]
+    fn a_node_held_elsewhere_is_kept_as_given_and_its_ids_stand() {
+        let mut digests = NodeDigests::new();
+        let labelled = |name: &str, key: &str, value: &str| {
+            Arc::new(NodeBuilder::new(name).label(key, value).cpu(8).build())
+        };
+        // The store's copies come from another node, gone after.
+        digests.set(2, Some(labelled("x", "rack", "r1")));
+        let given = labelled("a", "rack", "r1");
+        digests.set(0, Some(Arc::clone(&given)));
+        digests.set(2, None);
+        assert!(Arc::ptr_eq(digests.node(0).expect("set"), &given));
+        assert!(!given.labels.shares_texts_with(digests.label_texts()));
+        for stamp in 0..3_000 {
+            digests.set(1, Some(labelled("b", "stamp", &stamp.to_string())));
+        }
+        assert!(
+            digests.label_texts().stamp().sweeps > 0,
+            "the texts were swept"
         );
-        assert_eq!(
-            digests.slots()[1].as_ref().expect("set").unfit,
-            Some(Unfit::NotReady)
-        );
+        check_amounts(&digests);
     }
 
     /// Amounts no digest holds any more (nodes gone, or grown a resource) are compacted away

@@ -821,35 +821,53 @@ mod tests {
 
     /// Ranks of values no node uses any more are dropped once they outnumber the members
     /// twice over (plus the slack), or the texts were swept: facts kept for long do not grow
-    /// without bound, and the trees stay right through the resets.
+    /// without bound, and the trees stay right through the resets. Run twice: with the old
+    /// nodes dropped (the texts are swept, the ranks made again after each sweep) and held
+    /// (nothing is swept, the ranks are dropped for their size).
     #[test]
     fn kept_facts_stay_bounded_as_hostnames_churn() {
         let levels: Vec<String> = vec![BLOCK.into(), RACK.into(), HOST.into()];
-        let mut facts = NodeFacts::new(&levels, &BTreeMap::new());
-        let mut digests = NodeDigests::new();
-        let (mut most, mut swept) = (0, 0);
-        for round in 0..200 {
-            let slots: Vec<Option<Arc<NodeInfo>>> =
-                (0..20).map(|i| Some(churned(round, i))).collect();
-            let sweeps = digests.label_texts().stamp().sweeps;
-            for (i, node) in slots.iter().enumerate() {
-                digests.set(i, node.clone());
+        for hold in [false, true] {
+            let mut facts = NodeFacts::new(&levels, &BTreeMap::new());
+            let mut digests = NodeDigests::new();
+            let mut held = Vec::new();
+            let (mut most, mut swept, mut dropped, mut last) = (0, 0, 0, 0);
+            for round in 0..200 {
+                let sweeps = digests.label_texts().stamp().sweeps;
+                for i in 0..20 {
+                    // Given unshared, so the node takes the store's texts.
+                    digests.set(i, Some(churned(round, i)));
+                    if hold {
+                        held.push(digests.node(i).cloned());
+                    }
+                }
+                swept += usize::from(digests.label_texts().stamp().sweeps > sweeps);
+                let slots: Vec<Option<Arc<NodeInfo>>> =
+                    digests.nodes().map(|n| n.cloned()).collect();
+                let tree = TopologyTree::build_from("t", &mut facts, &digests);
+                assert_eq!(
+                    describe(&tree),
+                    describe(&build_from_scratch(&levels, &BTreeMap::new(), &slots)),
+                    "round {round}"
+                );
+                let host = tree.value(tree.leaves()[0]);
+                assert_eq!(host, format!("h{round}-0"), "round {round}");
+                let ranked = facts.ranks[2].order.len();
+                dropped += usize::from(ranked < last);
+                (most, last) = (most.max(ranked), ranked);
             }
-            swept += usize::from(digests.label_texts().stamp().sweeps > sweeps);
-            let tree = TopologyTree::build_from("t", &mut facts, &digests);
-            assert_eq!(
-                describe(&tree),
-                describe(&build_from_scratch(&levels, &BTreeMap::new(), &slots)),
-                "round {round}"
-            );
-            let host = tree.value(tree.leaves()[0]);
-            assert_eq!(host, format!("h{round}-0"), "round {round}");
-            most = most.max(facts.ranks[2].order.len());
+            // 4,000 hostnames were seen; never more than the bound (checked before a build
+            // ranks its new values) and one round's new values were held.
+            assert!(most > 2 * 20, "the churn reached the ranks: {most}");
+            assert!(most <= 2 * 20 + NodeFacts::RESET_SLACK + 20, "held {most}");
+            match hold {
+                false => assert!(swept >= 2, "only {swept} sweeps of the texts"),
+                true => {
+                    assert_eq!(swept, 0, "held texts are never swept");
+                    assert!(dropped >= 2, "ranks dropped for their size {dropped} times");
+                }
+            }
         }
-        // 4,000 hostnames were seen; never more than the bound were held.
-        assert!(most > 2 * 20, "the churn reached the ranks: {most}");
-        assert!(most <= 2 * 20 + NodeFacts::RESET_SLACK, "held {most}");
-        assert!(swept >= 2, "only {swept} sweeps of the texts");
     }
 
     /// Ranks order values as their texts order, ranked in one batch or in two (the second

@@ -13,6 +13,7 @@ use super::{ClusterState, FlavorTopology, NodeId};
 use crate::cluster::group::GroupKey;
 use crate::cluster::scheduling_groups::{GroupId, Origin, PendingMember, SchedulingGroup};
 use crate::keys::HOSTNAME_LABEL;
+use crate::topology::labels::NodeLabels;
 use crate::topology::node_digest::NodeDigests;
 use crate::topology::node_facts::NodeFacts;
 use crate::topology::podgroup::{self, MAX_DEPTH};
@@ -332,7 +333,12 @@ impl HostnameSeats {
                 Some(n) if from.as_ref().is_some_and(|from| Arc::ptr_eq(from, n)) => {}
                 Some(n) => {
                     *from = Some(Arc::clone(n));
-                    self.seats.set(id, Some(Arc::new(seat_of(n))));
+                    // While the name stands, so do the seat's labels (the same shared texts):
+                    // the hostname facts of a node that changed in capacity only are kept.
+                    let labels = (self.seats.node(id))
+                        .filter(|seat| seat.name == n.name)
+                        .map(|seat| seat.labels.clone());
+                    self.seats.set(id, Some(Arc::new(seat_of(n, labels))));
                 }
             }
         }
@@ -343,11 +349,12 @@ impl HostnameSeats {
 }
 
 /// `node` as a seat of the hostname tree: named by itself, whatever its labels, readiness,
-/// cordon or taints.
-fn seat_of(node: &NodeInfo) -> NodeInfo {
+/// cordon or taints; `labels` are its last seat's when it had one under the same name.
+fn seat_of(node: &NodeInfo, labels: Option<NodeLabels>) -> NodeInfo {
     NodeInfo {
         name: node.name.clone(),
-        labels: [(HOSTNAME_LABEL, node.name.as_str())].into_iter().collect(),
+        labels: labels
+            .unwrap_or_else(|| [(HOSTNAME_LABEL, node.name.as_str())].into_iter().collect()),
         taints: Vec::new(),
         allocatable: node.allocatable.clone(),
         ready: true,
@@ -541,7 +548,8 @@ mod tests {
             "cached per generation"
         );
 
-        // "b" moves rack: only its seat is made again and read.
+        // "b" moves rack: only its seat is made again; it keeps its labels (what the
+        // hostname facts read), so no node is read again.
         s.apply_node(NodeBuilder::new("b").rack("r2").cpu(8).not_ready().build());
         let second = s.hostname_topology();
         assert_eq!(seat_names(&second), ["a", "b", "c"]);
@@ -552,7 +560,7 @@ mod tests {
                 .and_then(NodeFacts::last_reads)
                 .map(|r| r.total())
         };
-        assert_eq!(read(&s), Some(1));
+        assert_eq!(read(&s), Some(0));
         let same = |x: usize| Arc::ptr_eq(&first.tree.nodes[x], &second.tree.nodes[x]);
         assert!(same(0) && !same(1) && same(2));
 
@@ -603,7 +611,9 @@ mod tests {
         s.apply_node(cordoned_c());
         let fourth = s.hostname_topology();
         assert_eq!(seat_names(&fourth), ["b", "c", "aa"]);
-        assert_eq!(read(&s), Some(2));
+        // Both seats are new, under the same names and with the same labels: their hostname
+        // facts stand.
+        assert_eq!(read(&s), Some(0));
         let seat =
             |f: &FlavorTopology, name: &str| f.tree.nodes.iter().find(|n| n.name == name).cloned();
         let (old_c, new_c) = (seat(&before, "c"), seat(&fourth, "c"));
