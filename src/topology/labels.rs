@@ -218,6 +218,9 @@ impl fmt::Debug for NodeLabels {
 pub struct LabelTexts {
     /// By id; `None` for a freed id.
     texts: Vec<Option<Arc<str>>>,
+    /// By id, the text's first bytes as an integer ([`head_key`]), so that texts are sorted
+    /// mostly without reading them.
+    heads: Vec<u128>,
     /// Each text with its id, hashed by the text (kept beside the id, so a lookup reads no
     /// other memory).
     ids: HashTable<(Arc<str>, u32)>,
@@ -239,6 +242,15 @@ pub struct TextsStamp {
     pub added: u64,
 }
 
+/// The first 16 bytes of `bytes`, big-endian, zero-padded: `a < b` as byte strings implies
+/// `head_key(a) <= head_key(b)`, so keys order texts as the texts do, up to ties.
+pub fn head_key(bytes: &[u8]) -> u128 {
+    let mut key = [0u8; 16];
+    let n = bytes.len().min(16);
+    key[..n].copy_from_slice(&bytes[..n]);
+    u128::from_be_bytes(key)
+}
+
 impl LabelTexts {
     /// Texts are swept once their number passes twice what the last sweep kept plus this.
     const SWEEP_SLACK: usize = 1024;
@@ -253,10 +265,12 @@ impl LabelTexts {
         let id = match self.free.pop() {
             Some(id) => {
                 self.texts[id as usize] = Some(Arc::clone(text));
+                self.heads[id as usize] = head_key(text.as_bytes());
                 id
             }
             None => {
                 self.texts.push(Some(Arc::clone(text)));
+                self.heads.push(head_key(text.as_bytes()));
                 self.texts.len() as u32 - 1
             }
         };
@@ -280,6 +294,12 @@ impl LabelTexts {
     /// The text of a kept id (`None` for an id freed or never given).
     pub fn text(&self, id: u32) -> Option<&str> {
         self.texts.get(id as usize)?.as_deref()
+    }
+
+    /// The first 16 bytes of an id's text as a big-endian integer, zero-padded: for texts
+    /// `a < b`, `head(a) <= head(b)` (equal heads leave the order to the texts).
+    pub fn head(&self, id: u32) -> u128 {
+        self.heads[id as usize]
     }
 
     /// One more than the highest id given: every id is below it.

@@ -17,7 +17,7 @@
 
 use std::collections::BTreeMap;
 
-use super::labels::{LabelTexts, TextsStamp};
+use super::labels::{LabelTexts, TextsStamp, head_key};
 use super::node_digest::{NodeDigest, NodeDigests, Origin};
 use super::tree::LeftOutReason;
 
@@ -93,18 +93,16 @@ impl LevelRanks {
             return;
         }
         let text = |id: u32| texts.text(id).expect("a member's value is a kept text");
-        // Sorted by a key that orders as the texts do (their bytes after the prefix they all
-        // share, packed into an integer), then by the text where keys tie: thousands of
-        // hostnames sort as integers, each text read once, not at every comparison.
-        let shared = shared_prefix(self.fresh.iter().map(|&id| text(id).as_bytes()));
+        // Sorted by the texts' heads (their first bytes as integers, kept with the texts in
+        // one array): thousands of hostnames sort as integers without reading a text; texts
+        // whose heads tie are sorted by what follows.
         let mut fresh: Vec<(u128, u32)> = (self.fresh.drain(..))
-            .map(|id| (order_key(&text(id).as_bytes()[shared..]), id))
+            .map(|id| (texts.head(id), id))
             .collect();
         fresh.sort_unstable_by_key(|&(key, _)| key);
-        // Texts are distinct: where keys tie, the texts decide.
         for tied in fresh.chunk_by_mut(|a, b| a.0 == b.0) {
             if tied.len() > 1 {
-                tied.sort_unstable_by(|a, b| text(a.1).cmp(text(b.1)));
+                sort_tied_heads(tied, &text);
             }
         }
         let mut merged = Vec::with_capacity(self.order.len() + fresh.len());
@@ -138,13 +136,19 @@ fn shared_prefix<'t>(mut texts: impl Iterator<Item = &'t [u8]>) -> usize {
     })
 }
 
-/// The first 16 bytes of `bytes`, big-endian, zero-padded: `a < b` as byte strings implies
-/// `order_key(a) <= order_key(b)`, so keys order texts as the texts do, up to ties.
-fn order_key(bytes: &[u8]) -> u128 {
-    let mut key = [0u8; 16];
-    let n = bytes.len().min(16);
-    key[..n].copy_from_slice(&bytes[..n]);
-    u128::from_be_bytes(key)
+/// Sorts ids whose texts share their first 16 bytes: keyed again by the bytes after the
+/// prefix they all share (each text read once), then by the texts where those keys tie.
+fn sort_tied_heads<'t>(tied: &mut [(u128, u32)], text: &impl Fn(u32) -> &'t str) {
+    let shared = shared_prefix(tied.iter().map(|&(_, id)| text(id).as_bytes()));
+    for (key, id) in tied.iter_mut() {
+        *key = head_key(&text(*id).as_bytes()[shared..]);
+    }
+    tied.sort_unstable_by_key(|&(key, _)| key);
+    for still in tied.chunk_by_mut(|a, b| a.0 == b.0) {
+        if still.len() > 1 {
+            still.sort_unstable_by(|a, b| text(a.1).cmp(text(b.1)));
+        }
+    }
 }
 
 /// The flavor's node labels and the level labels as label text ids, looked up in the nodes'
@@ -882,7 +886,7 @@ mod tests {
         });
         let prefix = prop::sample::select(vec!["", "n-", "gke-cluster-default-pool-1a2b3c4d-"]);
         let text = (prefix, "[ab\\x00é]{0,24}").prop_map(|(p, body)| format!("{p}{body}"));
-        let (ties, merged) = (Cell::new(0), Cell::new(0));
+        let (ties, deep_ties, merged) = (Cell::new(0), Cell::new(0), Cell::new(0));
         runner
             .run(
                 &(
@@ -913,13 +917,20 @@ mod tests {
                     sorted.sort_unstable();
                     sorted.dedup();
                     prop_assert_eq!(by_rank, sorted.clone());
-                    let shared = shared_prefix(sorted.iter().map(|t| t.as_bytes()));
-                    let keys: Vec<u128> = sorted
-                        .iter()
-                        .map(|t| order_key(&t.as_bytes()[shared..]))
-                        .collect();
-                    if keys.windows(2).any(|k| k[0] == k[1]) {
+                    // Texts whose heads tie, and among those, texts that tie again past the
+                    // prefix their group shares (only the texts decide).
+                    let heads =
+                        sorted.chunk_by(|a, b| head_key(a.as_bytes()) == head_key(b.as_bytes()));
+                    for group in heads.filter(|g| g.len() > 1) {
                         ties.set(ties.get() + 1);
+                        let shared = shared_prefix(group.iter().map(|t| t.as_bytes()));
+                        let keys: Vec<u128> = group
+                            .iter()
+                            .map(|t| head_key(&t.as_bytes()[shared..]))
+                            .collect();
+                        if keys.windows(2).any(|k| k[0] == k[1]) {
+                            deep_ties.set(deep_ties.get() + 1);
+                        }
                     }
                     if cut > 0 && cut < texts.len() {
                         merged.set(merged.get() + 1);
@@ -928,8 +939,14 @@ mod tests {
                 },
             )
             .unwrap_or_else(|e| panic!("{e}"));
-        // The generator makes keys that tie (the texts decide) and rankings in two batches.
-        assert!(ties.get() >= 20, "only {} cases with tied keys", ties.get());
+        // The generator makes heads that tie, texts that tie again past their shared prefix
+        // (the texts decide), and rankings in two batches.
+        assert!(ties.get() >= 20, "only {} groups of tied heads", ties.get());
+        assert!(
+            deep_ties.get() >= 20,
+            "only {} groups tied past their prefix",
+            deep_ties.get()
+        );
         assert!(merged.get() >= 20, "only {} merged rankings", merged.get());
     }
 
