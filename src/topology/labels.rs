@@ -2,9 +2,9 @@
 //! nodes, and the interner a cluster state shares them through.
 //!
 //! Most label keys repeat on every node and most values on many (zone, instance type,
-//! block, rack), so a cluster state keeps one copy of each string ([`LabelTexts`]) and a node
-//! keeps only pointers to them: about 32 bytes per label instead of two owned strings and a
-//! map node.
+//! block, rack), so a cluster state keeps one copy of each string ([`LabelTexts`]) and the
+//! nodes it stores keep only pointers to them: about 32 bytes per label instead of two owned
+//! strings and a map node.
 
 use std::collections::BTreeMap;
 use std::fmt;

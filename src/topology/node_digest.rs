@@ -291,10 +291,12 @@ impl NodeDigests {
         &self.texts
     }
 
-    /// Puts `node` in a slot (`None` empties it), growing the slots as needed; a node only the
-    /// caller holds is given the shared copies of its label texts ([`Self::label_texts`]). A node keeps what it shares with the slot's last one: its key set
-    /// with the amounts copied in place when it has the same resource names, its label ids and
-    /// stamp when it has the same name, label texts, readiness and cordon.
+    /// Puts `node` in a slot (`None` empties it), growing the slots as needed. A node keeps
+    /// what it shares with the slot's last one: its key set with the amounts copied in place
+    /// when it has the same resource names, its label ids and stamp when it has the same name,
+    /// label texts (the same allocations), readiness and cordon. A node read afresh that only
+    /// the caller holds is given the shared copies of its label texts
+    /// ([`Self::label_texts`]); one held elsewhere too is kept as given.
     pub fn set(&mut self, slot: usize, node: Option<Arc<NodeInfo>>) {
         if slot >= self.slots.len() {
             self.slots.resize_with(slot + 1, || None);

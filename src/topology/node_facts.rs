@@ -7,7 +7,7 @@
 //! ahead, at its event, so that even a first build after start-up reads none.
 //!
 //! Invariants: the facts of a slot are what a read of the digest with their stamp gives, and
-//! a member's value ids are texts of [`NodeDigests::label_texts`] that its node holds (kept
+//! a member's value ids are texts of [`NodeDigests::label_texts`] that its digest holds (kept
 //! facts stand only while the digest has their stamp, so the ids name the same texts); a
 //! level's ranks order the ids ranked as their texts order, and are ranked again from scratch
 //! whenever the texts were swept since (an id may have come back for another text) or they
@@ -189,6 +189,13 @@ impl KeyIds {
     }
 }
 
+/// Whether a slot's facts make its node a member of the tree.
+fn is_member(facts: &Option<Facts>) -> bool {
+    facts
+        .as_ref()
+        .is_some_and(|f| matches!(f.verdict, Verdict::Member))
+}
+
 /// The value id of `key` among a node's label id pairs; `hint` is where it was on the node
 /// read before (nodes of a cluster carry the same keys), tried first.
 fn value_of(pairs: &[(u32, u32)], key: u32, hint: &mut usize) -> Option<u32> {
@@ -330,7 +337,7 @@ impl NodeFacts {
         self.values.resize(slots.len() * depth, 0);
         self.keys
             .refresh(slots.label_texts(), &self.levels, &self.flavor_node_labels);
-        let mut at_build = 0;
+        let (mut at_build, mut member_count) = (0, 0);
         for (slot, digest) in slots.slots().iter().enumerate() {
             match digest {
                 None => self.facts[slot] = None,
@@ -343,21 +350,18 @@ impl NodeFacts {
                     at_build += 1;
                 }
             }
+            if is_member(&self.facts[slot]) {
+                member_count += 1;
+            }
         }
         self.last_reads = Some(NodeReads {
             at_events: std::mem::take(&mut self.read_ahead),
             at_build,
         });
         let texts = slots.label_texts();
-        let members = || {
-            (self.facts.iter().enumerate())
-                .filter(|(_, f)| {
-                    f.as_ref()
-                        .is_some_and(|f| matches!(f.verdict, Verdict::Member))
-                })
-                .map(|(slot, _)| slot)
-        };
-        let bound = 2 * members().count() + Self::RESET_SLACK;
+        let members =
+            || (self.facts.iter().enumerate()).filter_map(|(slot, f)| is_member(f).then_some(slot));
+        let bound = 2 * member_count + Self::RESET_SLACK;
         for (lvl, ranks) in self.ranks.iter_mut().enumerate() {
             if ranks.sweeps != texts.stamp().sweeps || ranks.order.len() > bound {
                 ranks.forget();
