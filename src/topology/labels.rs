@@ -302,11 +302,6 @@ impl LabelTexts {
         self.heads[id as usize]
     }
 
-    /// One more than the highest id given: every id is below it.
-    pub fn id_bound(&self) -> usize {
-        self.texts.len()
-    }
-
     /// How far the set has come (see [`TextsStamp`]).
     pub fn stamp(&self) -> TextsStamp {
         self.stamp
@@ -494,7 +489,7 @@ mod tests {
             (Some("rack"), Some("r1"))
         );
         assert_eq!(texts.id_of("r1"), Some(r1_id));
-        assert_eq!(texts.id_bound(), 2);
+        assert_eq!(texts.texts.len(), 2, "no id more");
 
         // Only "rack" is held outside.
         texts.sweep();
@@ -511,7 +506,7 @@ mod tests {
         let (_, r2_id) = texts.intern(&Arc::from("r2"));
         assert_eq!(r2_id, r1_id, "the freed id comes back");
         assert_eq!(texts.text(r2_id), Some("r2"));
-        assert_eq!(texts.id_bound(), 2);
+        assert_eq!(texts.texts.len(), 2, "no id more");
         // A sweep that frees nothing leaves the stamp.
         let (_held, _) = texts.intern(&Arc::from("r3"));
         let before = texts.stamp();

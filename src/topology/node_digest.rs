@@ -334,8 +334,8 @@ impl NodeDigests {
     }
 
     /// A digest of `node`, keeping what it shares with `before` (the slot's last digest); its
-    /// values go where those of `before` were when there are
-    /// as many, at the end of their arrays otherwise.
+    /// values go where those of `before` were when there are as many, at the end of their
+    /// arrays otherwise.
     fn read(&mut self, mut node: Arc<NodeInfo>, before: Option<NodeDigest>) -> NodeDigest {
         let same_keys = before.as_ref().filter(|b| {
             (self.key_sets.sets[b.key_set as usize].iter()).eq(node.allocatable.keys())

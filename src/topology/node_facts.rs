@@ -298,6 +298,25 @@ impl NodeFacts {
             self.facts.resize_with(slot + 1, || None);
             self.values.resize((slot + 1) * self.levels.len(), 0);
         }
+        self.keys
+            .refresh(slots.label_texts(), &self.levels, &self.flavor_node_labels);
+        if self.bring_up(slot, slots) {
+            self.read_ahead += 1;
+            // Ids queued between builds are bounded by the slots: past that, the next
+            // build ranks its members' values from scratch.
+            let bound = 2 * self.facts.len() + Self::RESET_SLACK;
+            for ranks in &mut self.ranks {
+                if ranks.fresh.len() > bound {
+                    ranks.forget();
+                }
+            }
+        }
+    }
+
+    /// Brings one slot's facts up to its digest in `slots` (keys looked up already): an empty
+    /// slot loses them, a digest with their stamp keeps them, any other is read. Whether it
+    /// was read.
+    fn bring_up(&mut self, slot: usize, slots: &NodeDigests) -> bool {
         match slots.slots().get(slot).and_then(Option::as_ref) {
             None => self.facts[slot] = None,
             Some(d)
@@ -305,20 +324,11 @@ impl NodeFacts {
                     .as_ref()
                     .is_some_and(|f| f.stamp == d.stamp) => {}
             Some(d) => {
-                self.keys
-                    .refresh(slots.label_texts(), &self.levels, &self.flavor_node_labels);
                 self.read(slot, d, slots);
-                self.read_ahead += 1;
-                // Ids queued between builds are bounded by the slots: past that, the next
-                // build ranks its members' values from scratch.
-                let bound = 2 * self.facts.len() + Self::RESET_SLACK;
-                for ranks in &mut self.ranks {
-                    if ranks.fresh.len() > bound {
-                        ranks.forget();
-                    }
-                }
+                return true;
             }
         }
+        false
     }
 
     /// The levels these facts are for.
@@ -338,17 +348,9 @@ impl NodeFacts {
         self.keys
             .refresh(slots.label_texts(), &self.levels, &self.flavor_node_labels);
         let (mut at_build, mut member_count) = (0, 0);
-        for (slot, digest) in slots.slots().iter().enumerate() {
-            match digest {
-                None => self.facts[slot] = None,
-                Some(d)
-                    if self.facts[slot]
-                        .as_ref()
-                        .is_some_and(|f| f.stamp == d.stamp) => {}
-                Some(d) => {
-                    self.read(slot, d, slots);
-                    at_build += 1;
-                }
+        for slot in 0..slots.len() {
+            if self.bring_up(slot, slots) {
+                at_build += 1;
             }
             if is_member(&self.facts[slot]) {
                 member_count += 1;
