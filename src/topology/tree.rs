@@ -81,11 +81,14 @@ pub struct TopologyTree {
     /// Every leaf's pooled nodes (indexes into [`TopologyTree::nodes`]), leaf after leaf
     /// (each [`Domain`] says where its own are).
     leaf_members: Vec<usize>,
-    /// The leaf of each member node, found by the node's name: `(member, leaf)` entries
-    /// hashed by [`TopologyTree::name_hasher`], so no name is copied. Node names are unique
-    /// (the cluster state keys nodes by name); of two members given the same name, which one
-    /// a lookup finds is unspecified.
-    node_leaf: HashTable<(usize, DomainIdx)>,
+    /// Each member node (index into [`TopologyTree::nodes`]), found by the node's name:
+    /// hashed by [`TopologyTree::name_hasher`], so no name is copied, and four bytes a member
+    /// (a build writes this table at random places). Node names are unique (the cluster
+    /// state keys nodes by name); of two members given the same name, which one a lookup
+    /// finds is unspecified.
+    member_by_name: HashTable<u32>,
+    /// The leaf of each member node.
+    leaf_of_member: Vec<u32>,
     name_hasher: foldhash::fast::RandomState,
     resource_ids: FastMap<String, usize>,
     /// The flavor's nodes (those carrying its node labels) that cannot take its pods, and why.
@@ -444,15 +447,20 @@ impl TopologyTree {
             by_level.push(ids);
         }
         let name_hasher = slots.name_hasher();
-        let mut node_leaf = HashTable::with_capacity(members.len());
-        if let Some(leaf_ids) = by_level.last() {
-            for &leaf in leaf_ids {
-                for &n in &leaf_members[domains[leaf].members.clone()] {
-                    node_leaf.insert_unique(member_digest(n).name_hash, (n, leaf), |&(m, _)| {
-                        member_digest(m).name_hash
-                    });
-                }
-            }
+        // Each member's leaf: leaf `k` is the lowest level's `k`th domain (no leaves, and no
+        // member found by name, without levels).
+        let leaf_of_member: Vec<u32> = match offsets.last() {
+            Some(&lowest) => pool_of
+                .iter()
+                .map(|&pool| (lowest + leaf_of_pool[pool as usize]) as u32)
+                .collect(),
+            None => Vec::new(),
+        };
+        let mut member_by_name = HashTable::with_capacity(leaf_of_member.len());
+        for m in 0..leaf_of_member.len() {
+            member_by_name.insert_unique(member_digest(m).name_hash, m as u32, |&m| {
+                member_digest(m as usize).name_hash
+            });
         }
         let member_nodes = members;
         Self {
@@ -466,7 +474,8 @@ impl TopologyTree {
             positions,
             capacity,
             leaf_members,
-            node_leaf,
+            member_by_name,
+            leaf_of_member,
             name_hasher,
             resource_ids,
             left_out,
@@ -490,11 +499,11 @@ impl TopologyTree {
 
     /// The leaf holding a member node.
     pub fn leaf_of_node(&self, node_name: &str) -> Option<DomainIdx> {
-        self.node_leaf
-            .find(self.name_hasher.hash_one(node_name), |&(m, _)| {
-                self.nodes[m].name == node_name
+        self.member_by_name
+            .find(self.name_hasher.hash_one(node_name), |&m| {
+                self.nodes[m as usize].name == node_name
             })
-            .map(|&(_, leaf)| leaf)
+            .map(|&m| self.leaf_of_member[m as usize] as DomainIdx)
     }
 
     /// A domain's own label value (its level's).
