@@ -4,8 +4,9 @@
 //! after a topology-relevant node change (a node moved to another rack) and after a node
 //! joins, and for Workload-API PodGroups the hostname tree's rebuild and the read of every node
 //! with its usage and a gang's placement on them, on idle nodes and again with four pods on
-//! every node ("busy"), and the first tree build after start-up with the flavor known before
-//! the nodes and after them, at 15,000 nodes (15 blocks × 25 racks × 40 hosts;
+//! every node ("busy"), the first tree build after start-up with the flavor known before
+//! the nodes and after them, and the build after a change of the flavor on a running state
+//! (every node read again), at 15,000 nodes (15 blocks × 25 racks × 40 hosts;
 //! `KUBE_TAS_BENCH_BLOCKS` sets the number of blocks of 1,000 nodes). Each node carries a cloud
 //! node's labels besides the three topology labels (18 in all).
 //!
@@ -15,7 +16,7 @@
 //! ```
 //!
 //! Criterion reports the mean per operation; before it runs, each operation is also timed one
-//! by one (100,000 times, 200 for a rebuild, 30 for a start-up) and its p50 / p99 / p99.9
+//! by one (100,000 times, 200 for a rebuild or a flavor change, 100 for a start-up) and its p50 / p99 / p99.9
 //! printed, since the goal is stated as a p99.
 
 use std::collections::BTreeMap;
@@ -86,13 +87,18 @@ fn all_nodes() -> Vec<NodeInfo> {
 
 /// The Topology "t" (block, rack, hostname) and the flavor "f" naming it.
 fn apply_flavor(state: &mut ClusterState) {
+    apply_flavor_with(state, serde_json::json!({}));
+}
+
+/// [`apply_flavor`] with the flavor's `nodeLabels`.
+fn apply_flavor_with(state: &mut ClusterState, node_labels: serde_json::Value) {
     let topology: Topology = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "t"},
         "spec": {"levels": [{"nodeLabel": BLOCK}, {"nodeLabel": RACK}, {"nodeLabel": HOST}]}
     }))
     .expect("topology");
     let flavor: ResourceFlavor = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "f"}, "spec": {"topologyName": "t"}
+        "metadata": {"name": "f"}, "spec": {"topologyName": "t", "nodeLabels": node_labels}
     }))
     .expect("flavor");
     state.apply_topology("t", topology);
@@ -129,7 +135,7 @@ fn start_up(nodes: &[NodeInfo], flavor_first: bool) -> (ClusterState, Duration, 
 fn first_builds(nodes: &[NodeInfo]) {
     for (flavor_first, when) in [(true, "flavor first"), (false, "flavor last")] {
         let (mut applied, mut built) = (Vec::new(), Vec::new());
-        for _ in 0..times(30) {
+        for _ in 0..times(100) {
             let (_, a, b) = start_up(nodes, flavor_first);
             applied.push(a / nodes.len() as u32);
             built.push(b);
@@ -137,6 +143,26 @@ fn first_builds(nodes: &[NodeInfo]) {
         percentiles(&format!("node applied at start-up, {when}"), applied);
         percentiles(&format!("first tree build, {when}"), built);
     }
+}
+
+/// The flavor's tree built again after each change of the flavor on a running state (its node
+/// labels alternate between two that every node carries, so every node is read again and
+/// every node is a member).
+fn flavor_changes(state: &mut ClusterState, nodes: usize) {
+    let mut builds = Vec::with_capacity(200);
+    for i in 0..times(200) {
+        let node_labels = match i % 2 {
+            0 => serde_json::json!({"kubernetes.io/os": "linux"}),
+            _ => serde_json::json!({"kubernetes.io/arch": "amd64"}),
+        };
+        apply_flavor_with(state, node_labels);
+        let t = Instant::now();
+        let tree = state.flavor("f").expect("tree");
+        builds.push(t.elapsed());
+        assert_eq!(tree.tree.nodes.len(), nodes);
+    }
+    percentiles("tree build, flavor changed", builds);
+    apply_flavor(state);
 }
 
 fn bound_pod(i: usize, node: &str) -> BoundPod {
@@ -346,6 +372,7 @@ fn bench(c: &mut Criterion) {
     let nodes = all_nodes();
     first_builds(&nodes);
     let (mut state, _, _) = start_up(&nodes, false);
+    flavor_changes(&mut state, nodes.len());
     one_by_one(&mut state, &nodes);
     let n = nodes.len();
     let mut group = c.benchmark_group("cluster_state");
