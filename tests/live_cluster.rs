@@ -679,6 +679,60 @@ async fn a_relist_after_410_gone_replaces_what_it_lists() {
     live.watches.stop().await;
 }
 
+/// Binds whose watch events a stalled watch and a 410 lost: the relist settles them. The pod it
+/// lists bound counts once and is no longer assumed; the pod deleted in the gap, which it does
+/// not list, gives its capacity back (no event would ever remove it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binds_whose_events_a_410_lost_are_settled_by_the_relist() {
+    let live = Live::start(with_objects(train_of_two())).await;
+    let extender = live.extender();
+    let kinds = live.watches.status().kinds();
+    let pods = kinds.iter().find(|k| k.name == "pods").unwrap();
+    live.fake.stall_watches();
+    let mut seats = Vec::new();
+    for name in ["train-0", "train-1"] {
+        let pod = live.pod(name);
+        let seat = filter(&extender, &pod).unwrap();
+        assert_eq!(seat.len(), 1, "{seat:?}");
+        let bound = extender.bind_and_write(&binding_args(&pod, &seat[0])).await;
+        assert_eq!(bound.error, "", "{bound:?}");
+        seats.push(seat[0].clone());
+    }
+    assert_eq!(live.fake.bindings().len(), 2);
+    assert!(live.fake.delete("v1", "Pod", Some("default"), "train-1"));
+    // The watch is stalled: neither bind is confirmed, and the deletion is not seen.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    {
+        let s = live.state.read();
+        for uid in ["uid-train-0", "uid-train-1"] {
+            assert!(s.pod(uid).is_some_and(|p| p.assumed), "{uid} assumed");
+        }
+        let on = |node: &str| seats.iter().filter(|s| *s == node).count() as i64 * 4000;
+        assert_eq!(cpu(&s, &seats[0]), on(&seats[0]));
+        assert_eq!(cpu(&s, &seats[1]), on(&seats[1]));
+    }
+    let relists = pods.relists();
+    live.fake.compact();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while pods.relists() == relists {
+        assert!(Instant::now() < deadline, "no pod relist after 410 Gone");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    {
+        let s = live.state.read();
+        assert!(
+            s.pod("uid-train-0").is_some_and(|p| !p.assumed),
+            "train-0 listed bound: confirmed"
+        );
+        assert!(s.pod("uid-train-1").is_none(), "train-1 not listed: gone");
+        let on = |node: &str| i64::from(seats[0] == node) * 4000;
+        assert_eq!(cpu(&s, &seats[0]), on(&seats[0]), "train-0 counted once");
+        assert_eq!(cpu(&s, &seats[1]), on(&seats[1]), "train-1 given back");
+    }
+    live.fake.resume_watches();
+    live.watches.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_webhook_sees_a_job_created_after_startup() {
     let live = Live::start(with_objects(two_racks())).await;

@@ -17,7 +17,8 @@
 //!   ending with the `k8s.io/initial-events-end` BOOKMARK, a BOOKMARK when caught up and every
 //!   second, `timeoutSeconds`, selectors (an object that stops matching arrives as DELETED with
 //!   its previous state), and an ERROR event with a 410 `Expired` Status for a compacted
-//!   resourceVersion;
+//!   resourceVersion; a stalled connection ([`FakeApiServer::stall_watches`]) sends nothing
+//!   until resumed or ended by a compaction;
 //! - writes: POST, PUT (resourceVersion precondition; required for custom resources), DELETE
 //!   (uid/resourceVersion preconditions), merge, strategic (415 on custom resources) and JSON
 //!   patches, and server-side apply with per-field ownership: an apply that changes a field
@@ -356,6 +357,9 @@ struct Inner {
     binding_failures: VecDeque<ApiError>,
     /// While set, binding POSTs wait for a permit before they are served.
     binding_gate: Option<Arc<Semaphore>>,
+    /// While set, open watches send nothing (a stalled connection); a compaction still ends
+    /// them with 410, as the reconnect after a stall would be answered.
+    watches_stalled: bool,
     log: Vec<(String, u16)>,
     tick: watch::Sender<u64>,
 }
@@ -501,6 +505,20 @@ impl FakeApiServer {
         let gate = Arc::new(Semaphore::new(0));
         self.lock().binding_gate = Some(Arc::clone(&gate));
         gate
+    }
+
+    /// Open watches (and those opened later) send no event until [`Self::resume_watches`]: the
+    /// events of the meantime stay in the history, and a [`Self::compact`] in the meantime
+    /// ends each watch with 410, so its client relists without ever seeing them.
+    pub fn stall_watches(&self) {
+        self.lock().watches_stalled = true;
+    }
+
+    /// Ends [`Self::stall_watches`]: open watches send what the history holds past them.
+    pub fn resume_watches(&self) {
+        let mut g = self.lock();
+        g.watches_stalled = false;
+        g.tick.send_modify(|_| {});
     }
 
     /// Forgets the history: a watch or continue token from before now gets 410 Expired, and
@@ -1645,7 +1663,7 @@ async fn next_line(mut c: Cursor) -> Option<(Result<Bytes, Infallible>, Cursor)>
             return None;
         }
         c.rx.borrow_and_update();
-        {
+        let stalled = {
             let g = c.server.lock();
             if g.unserved.contains(&c.r) {
                 return None;
@@ -1656,19 +1674,23 @@ async fn next_line(mut c: Cursor) -> Option<(Result<Bytes, Infallible>, Cursor)>
                 c.done = true;
                 continue;
             }
-            let start = g.history.partition_point(|e| e.rv <= c.last);
-            for e in g.history[start..].iter().filter(|e| e.res == c.r) {
-                c.queue.extend(c.sel.translate(e, c.ns.as_deref()));
+            // A stalled watch sends nothing, bookmarks neither: it waits below.
+            if !g.watches_stalled {
+                let start = g.history.partition_point(|e| e.rv <= c.last);
+                for e in g.history[start..].iter().filter(|e| e.res == c.r) {
+                    c.queue.extend(c.sel.translate(e, c.ns.as_deref()));
+                }
+                c.last = c.last.max(g.rv);
+                if c.queue.is_empty() && c.bookmarks && Instant::now() >= c.next_bookmark {
+                    c.queue
+                        .push_back(bookmark(&RESOURCES[c.r], c.last, false).to_string());
+                    c.next_bookmark = Instant::now() + BOOKMARK_EVERY;
+                }
             }
-            c.last = c.last.max(g.rv);
-            if c.queue.is_empty() && c.bookmarks && Instant::now() >= c.next_bookmark {
-                c.queue
-                    .push_back(bookmark(&RESOURCES[c.r], c.last, false).to_string());
-                c.next_bookmark = Instant::now() + BOOKMARK_EVERY;
-            }
-        }
+            g.watches_stalled
+        };
         if c.queue.is_empty() {
-            let wake = if c.bookmarks {
+            let wake = if c.bookmarks && !stalled {
                 c.next_bookmark.min(c.deadline)
             } else {
                 c.deadline
