@@ -5,7 +5,8 @@
 //! joins, and for Workload-API PodGroups the hostname tree's rebuild and the read of every node
 //! with its usage and a gang's placement on them, on idle nodes and again with four pods on
 //! every node ("busy"), the first tree build after start-up with the flavor known before
-//! the nodes and after them, and the build after a change of the flavor on a running state
+//! the nodes and after them (and again with hostnames of a cloud's node pools, which share
+//! long prefixes), and the build after a change of the flavor on a running state
 //! (every node read again), at 15,000 nodes (15 blocks × 25 racks × 40 hosts;
 //! `KUBE_TAS_BENCH_BLOCKS` sets the number of blocks of 1,000 nodes). Each node carries a cloud
 //! node's labels besides the three topology labels (18 in all).
@@ -51,7 +52,31 @@ const RACKS: usize = 25;
 const HOSTS: usize = 40;
 
 fn node(b: usize, r: usize, h: usize, cpu: i64) -> NodeInfo {
-    let name = format!("n-{b}-{r}-{h}");
+    named_node(format!("n-{b}-{r}-{h}"), b, r, cpu)
+}
+
+/// A hostname of the shape a cloud gives a node pool's nodes: the cluster and pool names, the
+/// pool's instance group hash and a random-looking suffix of four characters, so that the
+/// hostnames of a block share their first 43 bytes and those of all blocks their first 31
+/// (short names, as [`node`] gives, part within 16), and their order is not the order the
+/// nodes came in.
+fn pool_hostname(b: usize, r: usize, h: usize) -> String {
+    const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let group = (b as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
+    // A multiplier prime to 36 permutes the 36^4 suffixes: each node its own.
+    let node = ((b * RACKS + r) * HOSTS + h) as u64;
+    let mut mixed = node * 1_000_003 % 36u64.pow(4);
+    let suffix: String = (0..4)
+        .map(|_| {
+            let digit = DIGITS[(mixed % 36) as usize] as char;
+            mixed /= 36;
+            digit
+        })
+        .collect();
+    format!("gke-ml-train-cluster-a3-pool-{b:04}-{group:08x}-{suffix}")
+}
+
+fn named_node(name: String, b: usize, r: usize, cpu: i64) -> NodeInfo {
     NodeInfo {
         labels: cloud_node_labels(b)
             .into_iter()
@@ -79,6 +104,19 @@ fn all_nodes() -> Vec<NodeInfo> {
         for r in 0..RACKS {
             for h in 0..HOSTS {
                 nodes.push(node(b, r, h, 64));
+            }
+        }
+    }
+    nodes
+}
+
+/// [`all_nodes`] named by [`pool_hostname`].
+fn pool_nodes() -> Vec<NodeInfo> {
+    let mut nodes = Vec::with_capacity(blocks() * RACKS * HOSTS);
+    for b in 0..blocks() {
+        for r in 0..RACKS {
+            for h in 0..HOSTS {
+                nodes.push(named_node(pool_hostname(b, r, h), b, r, 64));
             }
         }
     }
@@ -132,8 +170,9 @@ fn start_up(nodes: &[NodeInfo], flavor_first: bool) -> (ClusterState, Duration, 
 /// node read at its event, as at a live start-up where the small Kueue lists come first) and
 /// after them (every node read at the build, as after a Topology or flavor change), and what
 /// applying the nodes cost per node in each case.
-fn first_builds(nodes: &[NodeInfo]) {
+fn first_builds(nodes: &[NodeInfo], named: &str) {
     for (flavor_first, when) in [(true, "flavor first"), (false, "flavor last")] {
+        let when = format!("{when}{named}");
         let (mut applied, mut built) = (Vec::new(), Vec::new());
         for _ in 0..times(100) {
             let (_, a, b) = start_up(nodes, flavor_first);
@@ -370,7 +409,8 @@ fn rack_gang(pods: usize) -> podgroup::Group {
 
 fn bench(c: &mut Criterion) {
     let nodes = all_nodes();
-    first_builds(&nodes);
+    first_builds(&nodes, "");
+    first_builds(&pool_nodes(), ", pool hostnames");
     let (mut state, _, _) = start_up(&nodes, false);
     flavor_changes(&mut state, nodes.len());
     one_by_one(&mut state, &nodes);
