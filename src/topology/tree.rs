@@ -723,9 +723,27 @@ mod tests {
         }
         let counts: Vec<usize> = tree.by_level.iter().map(Vec::len).collect();
         assert_eq!(counts, [3, 5, 7]);
+        // Each member is found by its name in the leaf that holds it.
+        let found_in_their_leaves = |tree: &TopologyTree| {
+            for (m, n) in tree.nodes.iter().enumerate() {
+                let leaf = tree.leaf_of_node(&n.name).expect("a member is found");
+                assert!(tree.leaves().contains(&leaf), "{} in a leaf", n.name);
+                assert!(
+                    tree.leaf_members(leaf).contains(&m),
+                    "{} in its leaf",
+                    n.name
+                );
+            }
+        };
+        found_in_their_leaves(&tree);
         // Without the hostname level, nodes of one rack share a leaf.
         let two = vec![BLOCK.to_string(), RACK.to_string()];
-        let tree = TopologyTree::build("t", &two, &flavor_labels(), nodes);
+        let tree = TopologyTree::build("t", &two, &flavor_labels(), nodes.clone());
+        found_in_their_leaves(&tree);
+        // Without levels there are no leaves: no node is found in one.
+        let flat = TopologyTree::build("t", &[], &flavor_labels(), nodes);
+        assert!(flat.leaves().is_empty());
+        assert_eq!(flat.leaf_of_node("n0"), None);
         assert_eq!(tree.leaves().len(), 5);
         let b1r2 = tree
             .leaves()

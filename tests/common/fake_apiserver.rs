@@ -507,9 +507,11 @@ impl FakeApiServer {
         gate
     }
 
-    /// Open watches (and those opened later) send no event until [`Self::resume_watches`]: the
-    /// events of the meantime stay in the history, and a [`Self::compact`] in the meantime
-    /// ends each watch with 410, so its client relists without ever seeing them.
+    /// Open watches (and those opened later) send no event of the history until
+    /// [`Self::resume_watches`] (what a watch had queued already, or a watch opened in the
+    /// meantime queues at its start, such as its initial ADDED events, still goes out): the
+    /// events of the meantime stay in the history, and a [`Self::compact`] in the meantime ends
+    /// each watch with 410, so its client relists without ever seeing them.
     pub fn stall_watches(&self) {
         self.lock().watches_stalled = true;
     }
