@@ -17,8 +17,8 @@
 //! ```
 //!
 //! Criterion reports the mean per operation; before it runs, each operation is also timed one
-//! by one (100,000 times, 200 for a rebuild or a flavor change, 100 for a start-up) and its p50 / p99 / p99.9
-//! printed, since the goal is stated as a p99.
+//! by one (100,000 times, 200 for a rebuild or a flavor change, 100 for a start-up) and its
+//! p50 / p99 / p99.9 printed, since the goal is stated as a p99.
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
@@ -99,24 +99,21 @@ fn named_node(name: String, b: usize, r: usize, cpu: i64) -> NodeInfo {
 }
 
 fn all_nodes() -> Vec<NodeInfo> {
-    let mut nodes = Vec::with_capacity(blocks() * RACKS * HOSTS);
-    for b in 0..blocks() {
-        for r in 0..RACKS {
-            for h in 0..HOSTS {
-                nodes.push(node(b, r, h, 64));
-            }
-        }
-    }
-    nodes
+    nodes_by(|b, r, h| node(b, r, h, 64))
 }
 
 /// [`all_nodes`] named by [`pool_hostname`].
 fn pool_nodes() -> Vec<NodeInfo> {
+    nodes_by(|b, r, h| named_node(pool_hostname(b, r, h), b, r, 64))
+}
+
+/// Every block's racks' hosts, each made by `make(block, rack, host)`.
+fn nodes_by(make: impl Fn(usize, usize, usize) -> NodeInfo) -> Vec<NodeInfo> {
     let mut nodes = Vec::with_capacity(blocks() * RACKS * HOSTS);
     for b in 0..blocks() {
         for r in 0..RACKS {
             for h in 0..HOSTS {
-                nodes.push(named_node(pool_hostname(b, r, h), b, r, 64));
+                nodes.push(make(b, r, h));
             }
         }
     }

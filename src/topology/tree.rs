@@ -740,10 +740,6 @@ mod tests {
         let two = vec![BLOCK.to_string(), RACK.to_string()];
         let tree = TopologyTree::build("t", &two, &flavor_labels(), nodes.clone());
         found_in_their_leaves(&tree);
-        // Without levels there are no leaves: no node is found in one.
-        let flat = TopologyTree::build("t", &[], &flavor_labels(), nodes);
-        assert!(flat.leaves().is_empty());
-        assert_eq!(flat.leaf_of_node("n0"), None);
         assert_eq!(tree.leaves().len(), 5);
         let b1r2 = tree
             .leaves()
@@ -752,6 +748,10 @@ mod tests {
             .copied()
             .unwrap();
         assert_eq!(tree.leaf_members(b1r2).len(), 2);
+        // Without levels there are no leaves: no node is found in one.
+        let flat = TopologyTree::build("t", &[], &flavor_labels(), nodes);
+        assert!(flat.leaves().is_empty());
+        assert_eq!(flat.leaf_of_node("n0"), None);
     }
 
     /// Each reason a node of the flavor takes none of its pods is counted and named; nodes of
