@@ -292,3 +292,69 @@ async fn a_released_lease_is_taken_over_before_it_would_have_expired() {
     assert_eq!(holder().as_deref(), Some("kube-tas-1"));
     second.stop().await;
 }
+
+/// The value of a metric sample line `name value` (or `name{labels} value`) on `/metrics`.
+async fn metric(admin: std::net::SocketAddr, sample: &str) -> Option<u64> {
+    let (_, text) = common::get_text(admin, "/metrics").await;
+    text.lines()
+        .find_map(|l| l.strip_prefix(sample)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// The flavor's tree is built before the replica is ready and again after each change, ahead
+/// of the requests: neither the first `filter` nor one after a node changed builds it, and
+/// the nodes it leaves out are on `/metrics` without a request (a scrape builds no tree).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn trees_are_built_before_ready_and_after_each_change_ahead_of_requests() {
+    const BUILDS: &str = "kube_tas_topology_tree_builds_total";
+    const CORDONED: &str =
+        "kube_tas_flavor_nodes_left_out{flavor=\"tas-flavor\",reason=\"unschedulable\"}";
+    let fake = FakeApiServer::new();
+    for o in objects() {
+        fake.apply(o);
+    }
+    let config = ServeConfig {
+        leader_elect: false,
+        ..live_config("kube-tas-system", "kube-tas-0", Duration::from_secs(3))
+    };
+    let serve = common::LiveServe::start(config, fake.client()).await;
+    let (main, admin) = (serve.main, serve.admin);
+    common::eventually("/readyz is 200", WAIT, async || {
+        common::get_text(admin, "/readyz").await.0 == StatusCode::OK
+    })
+    .await;
+    let ready = metric(admin, BUILDS).await.expect("the build counter");
+    assert_eq!(ready, 1, "one flavor, built once before ready");
+    let pod = fake.get("v1", "Pod", Some("default"), "train-0").unwrap();
+    let args = json!({"Pod": pod, "NodeNames": ["h1", "h2", "h3", "h4"]});
+    let answer = common::post_json(main, "/scheduler/filter", &args).await;
+    assert_eq!(
+        answer["NodeNames"].as_array().map(Vec::len),
+        Some(1),
+        "{answer}"
+    );
+    assert_eq!(
+        metric(admin, BUILDS).await,
+        Some(ready),
+        "the filter built no tree"
+    );
+    assert_eq!(metric(admin, CORDONED).await, None);
+
+    // h4 is cordoned: the tree is built again without a request, and shows it left out.
+    let mut h4 = fake.get("v1", "Node", None, "h4").unwrap();
+    h4["spec"]["unschedulable"] = json!(true);
+    fake.apply(h4);
+    common::eventually("the tree built again after the change", WAIT, async || {
+        metric(admin, CORDONED).await == Some(1)
+    })
+    .await;
+    let changed = metric(admin, BUILDS).await.expect("the build counter");
+    assert_eq!(changed, ready + 1, "built once for the change");
+    let answer = common::post_json(main, "/scheduler/filter", &args).await;
+    assert!(answer.is_object(), "{answer}");
+    assert_eq!(
+        metric(admin, BUILDS).await,
+        Some(changed),
+        "the filter built no tree"
+    );
+    serve.stop().await;
+}

@@ -9,8 +9,8 @@
 //! * **usage per node**: the requests (plus one `pods` slot) of every pod that holds capacity
 //!   there, by pod uid, so applying the same pod twice never counts it twice;
 //! * the **Kueue objects** and the unfinished **Jobs** admission resolves against;
-//! * per-flavor **topology trees** ([`FlavorTopology`]), built on first use and stamped with
-//!   the topology generation: a node change that touches no label, readiness, schedulability,
+//! * per-flavor **topology trees** ([`FlavorTopology`]), built on first use (or ahead of it,
+//!   [`ClusterState::warm_trees`]) and stamped with the topology generation: a node change that touches no label, readiness, schedulability,
 //!   taint or resource name only changes capacity, which is read live, so the trees stay.
 //!
 //! Invariants: `used[id]` is exactly the sum over `pods` whose node is `id`; `members` lists
@@ -26,6 +26,7 @@
 
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
@@ -238,6 +239,8 @@ pub struct ClusterState {
     /// What the last build of the Workload-API hostname tree made and read, so that a rebuild
     /// makes seats only for the nodes that changed. Locked only while `trees` is.
     hostname_seats: Mutex<scheduling::HostnameSeats>,
+    /// Flavor trees built since start (every [`ClusterState::flavor`] that had to build).
+    tree_builds: AtomicU64,
     topology_generation: u64,
     capacity_generation: u64,
     /// Moves whenever a Workload-API group or a pending pod naming one changes.
@@ -1129,15 +1132,50 @@ impl ClusterState {
     /// A ResourceFlavor's tree at the current topology generation, built on first use; `None`
     /// when the flavor or its Topology does not exist.
     pub fn flavor(&self, name: &str) -> Option<Arc<FlavorTopology>> {
+        self.flavor_built(name).map(|(tree, _)| tree)
+    }
+
+    /// [`Self::flavor`], and whether this call built it.
+    fn flavor_built(&self, name: &str) -> Option<(Arc<FlavorTopology>, bool)> {
         let mut trees = self.trees.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(f) = trees.get(name)
             && f.generation == self.topology_generation
         {
-            return Some(f.clone());
+            return Some((f.clone(), false));
         }
         let built = Arc::new(self.build_flavor(name)?);
+        self.tree_builds.fetch_add(1, Ordering::Relaxed);
         trees.insert(name.to_string(), built.clone());
-        Some(built)
+        Some((built, true))
+    }
+
+    /// Builds every TAS flavor's tree that is not at the current topology generation, ahead of
+    /// the requests that would otherwise build it (live mode warms them after each change,
+    /// one flavor at a time: [`Self::warm_tree`]). How many it built.
+    pub fn warm_trees(&self) -> usize {
+        (self.kueue.resource_flavors.keys())
+            .filter(|name| self.warm_tree(name))
+            .count()
+    }
+
+    /// Builds one flavor's tree unless it is at the current topology generation (or the
+    /// flavor is not TAS); whether it built.
+    pub fn warm_tree(&self, flavor: &str) -> bool {
+        self.flavor_built(flavor).is_some_and(|(_, built)| built)
+    }
+
+    /// How many flavor trees were built since start, wherever a build was asked for.
+    pub fn tree_builds(&self) -> u64 {
+        self.tree_builds.load(Ordering::Relaxed)
+    }
+
+    /// The TAS flavors' trees built so far, at whatever generation they were built (none is
+    /// built here: what a metrics scrape reads).
+    pub fn built_flavors(&self) -> Vec<Arc<FlavorTopology>> {
+        let trees = self.trees.lock().unwrap_or_else(|p| p.into_inner());
+        let mut built: Vec<Arc<FlavorTopology>> = trees.values().cloned().collect();
+        built.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        built
     }
 
     /// Every TAS flavor's tree (flavors naming a Topology that exists), by flavor name: what

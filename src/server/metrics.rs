@@ -15,7 +15,8 @@
 //! * `kube_tas_cluster_nodes`, `kube_tas_cluster_pods`: nodes and capacity-holding pods in the
 //!   cluster state;
 //! * `kube_tas_flavor_nodes_left_out{flavor,reason}`: nodes of a TAS flavor that take none of
-//!   its pods;
+//!   its pods, as its last tree built says (a scrape builds no tree);
+//! * `kube_tas_topology_tree_builds_total`: flavor trees built since start;
 //! * in live mode, per watched kind: `kube_tas_watch_errors_total{kind}`,
 //!   `kube_tas_watch_events_total{kind}`, `kube_tas_watch_relists_total{kind}`,
 //!   `kube_tas_watch_synced{kind}` (1 once its first list is applied) and
@@ -426,7 +427,21 @@ impl Collector for LiveValues {
             let gauge = ConstGauge::new(i64::try_from(value).unwrap_or(i64::MAX));
             gauge.encode(encoder.encode_descriptor(name, help, None, gauge.metric_type())?)?;
         }
-        encode_left_out(&mut encoder, &self.extender.state().read().tas_flavors())?;
+        let (builds, built) = {
+            let state = self.extender.state().read();
+            (state.tree_builds(), state.built_flavors())
+        };
+        let counter = ConstCounter::new(builds);
+        counter.encode(encoder.encode_descriptor(
+            "topology_tree_builds",
+            "Flavor topology trees built since start (after a change of nodes or Kueue \
+             objects; in live mode ahead of the requests)",
+            None,
+            counter.metric_type(),
+        )?)?;
+        // The trees built so far: a scrape builds none (the live mode's warmer keeps them at
+        // the cluster's generation).
+        encode_left_out(&mut encoder, &built)?;
         if let Some(watches) = self.watches.get() {
             encode_watches(&mut encoder, watches)?;
             let leader = ConstGauge::new(i64::from(self.extender.leadership().is_leader()));

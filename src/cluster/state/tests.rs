@@ -755,3 +755,45 @@ fn a_pods_record_stays_small() {
     assert_eq!(std::mem::size_of::<PodIndex>(), 16);
     assert_eq!(std::mem::size_of::<PodSetHint>(), 24);
 }
+
+/// Warming builds each TAS flavor's tree once per change, so that a request finds it built;
+/// a flavor that is not TAS has none to build, and what a scrape reads ([`ClusterState::built_flavors`])
+/// is the trees built so far, never a build of its own.
+#[test]
+fn warming_builds_each_stale_tree_once_and_a_scrape_builds_none() {
+    let mut s = ClusterState::new();
+    for i in 0..4 {
+        s.apply_node(node(&format!("n{i}"), if i < 2 { "r1" } else { "r2" }, 8));
+    }
+    with_flavor(&mut s);
+    let plain: ResourceFlavor = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "plain"}, "spec": {}
+    }))
+    .unwrap();
+    s.apply_resource_flavor("plain", plain);
+    assert!(s.built_flavors().is_empty());
+    assert_eq!(s.tree_builds(), 0);
+    assert_eq!(s.warm_trees(), 1, "the TAS flavor only");
+    assert_eq!(s.warm_trees(), 0, "nothing changed");
+    let warmed = s.flavor("f").unwrap();
+    assert_eq!(s.tree_builds(), 1, "the request found the tree built");
+    assert!(Arc::ptr_eq(&warmed, &s.built_flavors()[0]));
+
+    s.apply_node(node("n0", "r2", 8));
+    let scraped = s.built_flavors();
+    assert_eq!(scraped.len(), 1);
+    assert!(
+        Arc::ptr_eq(&scraped[0], &warmed),
+        "the scrape built nothing"
+    );
+    assert_eq!(s.tree_builds(), 1);
+    assert_eq!(s.warm_trees(), 1);
+    let rebuilt = s.flavor("f").unwrap();
+    assert_eq!(s.tree_builds(), 2);
+    assert_eq!(rebuilt.generation, s.topology_generation());
+    let leaf = rebuilt.tree.leaf_of_node("n0").unwrap();
+    assert_eq!(rebuilt.tree.values(leaf), ["b1", "r2", "n0"]);
+    // A capacity-only change leaves the tree as it is.
+    s.apply_node(node("n1", "r1", 16));
+    assert_eq!(s.warm_trees(), 0);
+}
