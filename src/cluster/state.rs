@@ -9,9 +9,10 @@
 //! * **usage per node**: the requests (plus one `pods` slot) of every pod that holds capacity
 //!   there, by pod uid, so applying the same pod twice never counts it twice;
 //! * the **Kueue objects** and the unfinished **Jobs** admission resolves against;
-//! * per-flavor **topology trees** ([`FlavorTopology`]), built on first use (or ahead of it,
-//!   [`ClusterState::warm_trees`]) and stamped with the topology generation: a node change that touches no label, readiness, schedulability,
-//!   taint or resource name only changes capacity, which is read live, so the trees stay.
+//! * per-flavor **topology trees** ([`FlavorTopology`]), built on first use (or ahead of
+//!   it, [`ClusterState::warm_trees`]) and stamped with the topology generation: a node
+//!   change that touches no label, readiness, schedulability, taint or resource name only
+//!   changes capacity, which is read live, so the trees stay.
 //!
 //! Invariants: `used[id]` is exactly the sum over `pods` whose node is `id`; `members` lists
 //! exactly the pods of `pods` per group; a tree of generation `g` was built from the nodes and
@@ -232,12 +233,13 @@ pub struct ClusterState {
     trees: Mutex<HashMap<String, Arc<FlavorTopology>>>,
     /// Per TAS flavor (kept from the moment its Topology and flavor are known), what its tree
     /// builds read of each node for that flavor (the rest is in `nodes`), read at each node's
-    /// event, so that a build reads only the nodes not read since. Locked only while `trees`
-    /// is (lock order: `trees` first); the events reach it through `&mut self`, without the
-    /// lock.
+    /// event, so that a build reads only the nodes not read since. Held for a whole build, so
+    /// builds take turns (lock order: `tree_facts` first, `trees` only briefly inside it); the
+    /// events reach it through `&mut self`, without the lock.
     tree_facts: Mutex<HashMap<String, NodeFacts>>,
     /// What the last build of the Workload-API hostname tree made and read, so that a rebuild
-    /// makes seats only for the nodes that changed. Locked only while `trees` is.
+    /// makes seats only for the nodes that changed. Held for a whole build of that tree (lock
+    /// order: `hostname_seats` first, `trees` only briefly inside it).
     hostname_seats: Mutex<scheduling::HostnameSeats>,
     /// Flavor trees built since start (every [`ClusterState::flavor`] that had to build).
     tree_builds: AtomicU64,
@@ -1135,18 +1137,32 @@ impl ClusterState {
         self.flavor_built(name).map(|(tree, _)| tree)
     }
 
-    /// [`Self::flavor`], and whether this call built it.
+    /// [`Self::flavor`], and whether this call built it. Builds take turns on the kept facts
+    /// (a tree another build made meanwhile is taken as it is), and the cache is locked only
+    /// to look up and to insert, so a caller whose tree is built never waits behind a build
+    /// of another flavor. The topology generation cannot move during the call (writers need
+    /// `&mut self`), so whatever is inserted is current.
     fn flavor_built(&self, name: &str) -> Option<(Arc<FlavorTopology>, bool)> {
-        let mut trees = self.trees.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(f) = trees.get(name)
-            && f.generation == self.topology_generation
-        {
-            return Some((f.clone(), false));
+        if let Some(f) = self.current_tree(name) {
+            return Some((f, false));
         }
-        let built = Arc::new(self.build_flavor(name)?);
+        let mut kept = self.tree_facts.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(f) = self.current_tree(name) {
+            return Some((f, false));
+        }
+        let built = Arc::new(self.build_flavor(name, &mut kept)?);
         self.tree_builds.fetch_add(1, Ordering::Relaxed);
+        let mut trees = self.trees.lock().unwrap_or_else(|p| p.into_inner());
         trees.insert(name.to_string(), built.clone());
         Some((built, true))
+    }
+
+    /// The cached tree named `name` if it is at the current topology generation.
+    fn current_tree(&self, name: &str) -> Option<Arc<FlavorTopology>> {
+        let trees = self.trees.lock().unwrap_or_else(|p| p.into_inner());
+        (trees.get(name))
+            .filter(|f| f.generation == self.topology_generation)
+            .cloned()
     }
 
     /// Builds every TAS flavor's tree that is not at the current topology generation, ahead of
@@ -1169,39 +1185,39 @@ impl ClusterState {
         self.tree_builds.load(Ordering::Relaxed)
     }
 
-    /// The TAS flavors' trees built so far, at whatever generation they were built (none is
-    /// built here: what a metrics scrape reads).
+    /// The TAS flavors' trees built so far, at whatever generation they were built, by flavor
+    /// name (none is built here: what a metrics scrape and the left-out log read; live mode
+    /// keeps them current).
     pub fn built_flavors(&self) -> Vec<Arc<FlavorTopology>> {
         let trees = self.trees.lock().unwrap_or_else(|p| p.into_inner());
-        let mut built: Vec<Arc<FlavorTopology>> = trees.values().cloned().collect();
+        // Flavors only: the Workload-API hostname tree shares the cache.
+        let mut built: Vec<Arc<FlavorTopology>> = (trees.iter())
+            .filter(|(name, _)| self.kueue.resource_flavors.contains_key(*name))
+            .map(|(_, f)| f.clone())
+            .collect();
         built.sort_unstable_by(|a, b| a.name.cmp(&b.name));
         built
     }
 
-    /// Every TAS flavor's tree (flavors naming a Topology that exists), by flavor name: what
-    /// [`crate::topology::tree::TopologyTree::left_out`] is read from for logs and metrics.
-    pub fn tas_flavors(&self) -> Vec<Arc<FlavorTopology>> {
-        self.kueue
-            .resource_flavors
-            .keys()
-            .filter_map(|name| self.flavor(name))
-            .collect()
-    }
-
-    /// One line per TAS flavor with nodes that take none of its pods, saying which and why.
+    /// One line per TAS flavor with nodes that take none of its pods, saying which and why, as
+    /// the trees built so far say ([`Self::built_flavors`]: none is built here).
     pub fn left_out_notes(&self) -> Vec<String> {
-        self.tas_flavors()
+        self.built_flavors()
             .iter()
             .filter_map(|f| f.left_out_note())
             .collect()
     }
 
-    fn build_flavor(&self, name: &str) -> Option<FlavorTopology> {
+    /// Builds a flavor's tree with its facts from `kept` (the caller holds their lock).
+    fn build_flavor(
+        &self,
+        name: &str,
+        kept: &mut HashMap<String, NodeFacts>,
+    ) -> Option<FlavorTopology> {
         let rf = self.kueue.resource_flavors.get(name)?;
         let (topology_name, levels) = tas_levels(&self.kueue, rf)?;
         let started = Instant::now();
-        let mut kept = self.tree_facts.lock().unwrap_or_else(|p| p.into_inner());
-        let facts = facts_for(&mut kept, name, &levels, &rf.spec.node_labels);
+        let facts = facts_for(kept, name, &levels, &rf.spec.node_labels);
         let tree = TopologyTree::build_from(topology_name, facts, &self.nodes);
         // Slots are node ids.
         let member_ids = tree.positions.iter().map(|&p| p as NodeId).collect();

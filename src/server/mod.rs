@@ -518,7 +518,13 @@ async fn run_files(config: ServeConfig) -> anyhow::Result<()> {
         "cluster loaded"
     );
     let extender = Extender::over_cluster(&cluster, config.feature_gates.clone(), config.plan_ttl);
-    for note in extender.state().read().left_out_notes() {
+    // Every tree built before ready (the files do not change: built once).
+    let notes = {
+        let state = extender.state().read();
+        state.warm_trees();
+        state.left_out_notes()
+    };
+    for note in notes {
         tracing::warn!("{note}");
     }
     let stop = shutdown::signal();

@@ -275,16 +275,18 @@ impl ClusterState {
     /// filters' business. Built on first use per topology generation, making seats and
     /// reading facts only for the nodes that changed since the build before.
     pub fn hostname_topology(&self) -> Arc<FlavorTopology> {
-        let mut trees = self.trees.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(f) = trees.get(HOSTNAME_TREE)
-            && f.generation == self.topology_generation
-        {
-            return f.clone();
+        // As for a flavor's tree: builds take turns on the seats, the cache is locked only to
+        // look up and to insert.
+        if let Some(f) = self.current_tree(HOSTNAME_TREE) {
+            return f;
         }
         let mut kept = self
             .hostname_seats
             .lock()
             .unwrap_or_else(|p| p.into_inner());
+        if let Some(f) = self.current_tree(HOSTNAME_TREE) {
+            return f;
+        }
         kept.refresh(&self.nodes);
         let HostnameSeats { seats, facts, .. } = &mut *kept;
         let facts = facts
@@ -299,6 +301,7 @@ impl ClusterState {
             member_ids,
             generation: self.topology_generation,
         });
+        let mut trees = self.trees.lock().unwrap_or_else(|p| p.into_inner());
         trees.insert(HOSTNAME_TREE.to_string(), built.clone());
         built
     }

@@ -779,6 +779,8 @@ fn warming_builds_each_stale_tree_once_and_a_scrape_builds_none() {
     assert_eq!(s.tree_builds(), 1, "the request found the tree built");
     assert!(Arc::ptr_eq(&warmed, &s.built_flavors()[0]));
 
+    // The Workload-API hostname tree shares the cache, but is no flavor's.
+    s.hostname_topology();
     s.apply_node(node("n0", "r2", 8));
     let scraped = s.built_flavors();
     assert_eq!(scraped.len(), 1);
@@ -786,6 +788,7 @@ fn warming_builds_each_stale_tree_once_and_a_scrape_builds_none() {
         Arc::ptr_eq(&scraped[0], &warmed),
         "the scrape built nothing"
     );
+    assert!(s.left_out_notes().is_empty());
     assert_eq!(s.tree_builds(), 1);
     assert_eq!(s.warm_trees(), 1);
     let rebuilt = s.flavor("f").unwrap();
@@ -796,4 +799,18 @@ fn warming_builds_each_stale_tree_once_and_a_scrape_builds_none() {
     // A capacity-only change leaves the tree as it is.
     s.apply_node(node("n1", "r1", 16));
     assert_eq!(s.warm_trees(), 0);
+    // A node no longer Ready is in the notes once a build says so, not before.
+    s.apply_node(
+        NodeBuilder::new("n3")
+            .block("b1")
+            .rack("r2")
+            .cpu(8)
+            .not_ready()
+            .build(),
+    );
+    assert!(s.left_out_notes().is_empty());
+    assert_eq!(s.tree_builds(), 2, "the notes built nothing");
+    assert_eq!(s.warm_trees(), 1);
+    let notes = s.left_out_notes();
+    assert!(notes.len() == 1 && notes[0].contains("n3"), "{notes:?}");
 }
