@@ -22,8 +22,10 @@
 //!
 //! Locking: the state is one value; [`SharedState`] puts it behind a read-write lock. Writers
 //! (the watch appliers, `bind`) hold the write lock for one event at a time, so a reader never
-//! waits behind a whole batch. The tree cache has its own small lock so that readers can build a
-//! missing tree under the read lock.
+//! waits behind a whole batch. Readers build a missing tree under the read lock: builds take
+//! turns on the kept facts (`tree_facts`, or `hostname_seats` for the Workload-API hostname
+//! tree), and the tree cache's own lock is held only to look up and to insert, so a reader
+//! whose tree is built never waits behind a build.
 
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};

@@ -154,7 +154,7 @@ pub async fn run_with(
 /// How often the warmer looks for a change that leaves a flavor's tree behind the cluster.
 const WARM_CHECK: Duration = Duration::from_millis(25);
 
-/// After a pass that took `t`, the warmer waits at least this many times `t` before the next
+/// After a pass that spent `t` building, the warmer starts no other for this many times `t`
 /// (so it keeps at most a tenth of one core busy however fast nodes change).
 const WARM_REST: u32 = 9;
 
@@ -163,8 +163,10 @@ const WARM_REST: u32 = 9;
 /// trees built: whenever nodes or Kueue objects moved the topology generation, the stale
 /// trees are built again here (on the blocking pool, under the read lock as a request would),
 /// so that the extender's next call finds its tree rather than building it (1–3 ms at 15,000
-/// nodes, 5–12 ms at 50,000). Changes coming faster than the warmer's passes are built for
-/// once; a request that comes before the warmer still builds the tree itself, as without it.
+/// nodes, 5–12 ms at 50,000). The generation is checked every [`WARM_CHECK`], but after a
+/// pass no other starts for [`WARM_REST`] times what it spent building: changes coming
+/// faster are built for once; a request that comes before the warmer still builds the tree
+/// itself, as without it.
 async fn get_ready_and_keep_trees_warm(
     state: SharedState,
     readiness: Readiness,
@@ -178,10 +180,11 @@ async fn get_ready_and_keep_trees_warm(
             () = tokio::time::sleep(Duration::from_millis(50)) => {}
         }
     }
-    let (mut warmed, mut took) = tokio::select! {
+    let (mut warmed, busy) = tokio::select! {
         () = cancel.cancelled() => return,
         pass = warm(&state) => pass,
     };
+    let mut resting_until = tokio::time::Instant::now() + busy * WARM_REST;
     readiness.mark_ready();
     tracing::info!(
         sync_ms = since.elapsed().as_secs_f64() * 1e3,
@@ -190,46 +193,53 @@ async fn get_ready_and_keep_trees_warm(
     loop {
         tokio::select! {
             () = cancel.cancelled() => return,
-            () = tokio::time::sleep(WARM_CHECK.max(took * WARM_REST)) => {}
+            () = tokio::time::sleep(WARM_CHECK) => {}
         }
-        if state.read().topology_generation() != warmed {
-            (warmed, took) = tokio::select! {
+        if tokio::time::Instant::now() >= resting_until
+            && state.read().topology_generation() != warmed
+        {
+            let busy;
+            (warmed, busy) = tokio::select! {
                 () = cancel.cancelled() => return,
                 pass = warm(&state) => pass,
             };
+            resting_until = tokio::time::Instant::now() + busy * WARM_REST;
         }
     }
 }
 
 /// Builds the stale trees on the blocking pool, each flavor's under a read lock of its own
-/// (a watch writer waits for one build at most): the topology generation read before them (a
-/// change made meanwhile is warmed for at the next check) and how long the pass took.
+/// (the warmer holds none between two flavors): the topology generation read before them (a
+/// change made meanwhile is warmed for at the next check) and the time spent building (not
+/// waiting for the pool or a lock).
 async fn warm(state: &SharedState) -> (u64, Duration) {
     let shared = state.clone();
-    let started = std::time::Instant::now();
     let pass = tokio::task::spawn_blocking(move || {
         let (generation, flavors) = {
             let s = shared.read();
             let flavors: Vec<String> = s.kueue().resource_flavors.keys().cloned().collect();
             (s.topology_generation(), flavors)
         };
-        let built = (flavors.iter())
-            .filter(|name| shared.read().warm_tree(name))
-            .count();
-        (generation, built)
+        let (mut built, mut busy) = (0, Duration::ZERO);
+        for name in &flavors {
+            let s = shared.read();
+            let started = std::time::Instant::now();
+            built += usize::from(s.warm_tree(name));
+            busy += started.elapsed();
+        }
+        (generation, built, busy)
     })
     .await;
-    let took = started.elapsed();
     match pass {
-        Ok((generation, built)) => {
+        Ok((generation, built, busy)) => {
             if built > 0 {
                 tracing::debug!(
                     trees = built,
-                    build_ms = took.as_secs_f64() * 1e3,
+                    build_ms = busy.as_secs_f64() * 1e3,
                     "topology trees built ahead of requests"
                 );
             }
-            (generation, took)
+            (generation, busy)
         }
         // A panic in a build (a bug) is logged, and the trees are tried again after the next
         // change (requests build as without the warmer); a pass cancelled at shutdown is not
@@ -238,7 +248,7 @@ async fn warm(state: &SharedState) -> (u64, Duration) {
             if e.is_panic() {
                 tracing::error!(error = %e, "building the topology trees ahead of requests failed");
             }
-            (state.read().topology_generation(), took)
+            (state.read().topology_generation(), Duration::ZERO)
         }
     }
 }
