@@ -90,14 +90,17 @@ fn live_config(namespace: &str, pod: &str, lease_duration: Duration) -> ServeCon
     }
 }
 
-/// Whether the replica with admin port `admin` reports itself the leader (the sample's own
-/// line: the HELP line also begins with the metric's name and a "1").
+/// The value of a metric sample line `name value` (or `name{labels} value`) on `/metrics`
+/// (never its HELP line, which also begins with the name).
+async fn metric(admin: std::net::SocketAddr, sample: &str) -> Option<u64> {
+    let (_, text) = common::get_text(admin, "/metrics").await;
+    text.lines()
+        .find_map(|l| l.strip_prefix(sample)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// Whether the replica with admin port `admin` reports itself the leader.
 async fn reports_leader(admin: std::net::SocketAddr) -> bool {
-    common::get_text(admin, "/metrics")
-        .await
-        .1
-        .lines()
-        .any(|l| l == "kube_tas_leader 1")
+    metric(admin, "kube_tas_leader").await == Some(1)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -291,13 +294,6 @@ async fn a_released_lease_is_taken_over_before_it_would_have_expired() {
     );
     assert_eq!(holder().as_deref(), Some("kube-tas-1"));
     second.stop().await;
-}
-
-/// The value of a metric sample line `name value` (or `name{labels} value`) on `/metrics`.
-async fn metric(admin: std::net::SocketAddr, sample: &str) -> Option<u64> {
-    let (_, text) = common::get_text(admin, "/metrics").await;
-    text.lines()
-        .find_map(|l| l.strip_prefix(sample)?.strip_prefix(' ')?.parse().ok())
 }
 
 /// The flavor's tree is built before the replica is ready and again after each change, ahead

@@ -16,6 +16,18 @@ fn node(name: &str, rack: &str, cpu: i64) -> NodeInfo {
         .build()
 }
 
+/// Applies nodes `n0`..`n{count - 1}` of 8 cores in block `b1`: the first `in_r1` in rack `r1`,
+/// the rest in `r2`.
+fn apply_racked_nodes(s: &mut ClusterState, count: usize, in_r1: usize) {
+    for i in 0..count {
+        s.apply_node(node(
+            &format!("n{i}"),
+            if i < in_r1 { "r1" } else { "r2" },
+            8,
+        ));
+    }
+}
+
 fn pod(uid: &str, node: &str, cpu: i64, job: Option<&str>) -> BoundPod {
     let group = match job {
         Some(j) => GroupKey {
@@ -470,9 +482,7 @@ fn scoring_usage_follows_pods_in_and_out() {
 #[test]
 fn a_rebuild_reads_only_the_nodes_that_changed() {
     let mut s = ClusterState::new();
-    for i in 0..6 {
-        s.apply_node(node(&format!("n{i}"), if i < 3 { "r1" } else { "r2" }, 8));
-    }
+    apply_racked_nodes(&mut s, 6, 3);
     with_flavor(&mut s);
     assert_eq!(s.nodes_read_by_last_build("f"), None);
     s.flavor("f").unwrap();
@@ -530,9 +540,7 @@ fn a_rebuild_reads_only_the_nodes_that_changed() {
 fn gone_flavors_leave_no_cached_tree() {
     let mut s = ClusterState::new();
     with_flavor(&mut s);
-    for i in 0..4 {
-        s.apply_node(node(&format!("n{i}"), "r1", 8));
-    }
+    apply_racked_nodes(&mut s, 4, 4);
     let other: ResourceFlavor = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "g"}, "spec": {"topologyName": "t"}
     }))
@@ -568,9 +576,7 @@ fn reads(at_events: usize, at_build: usize) -> Option<NodeReads> {
 fn nodes_after_their_flavor_are_read_at_their_events() {
     let mut s = ClusterState::new();
     with_flavor(&mut s);
-    for i in 0..6 {
-        s.apply_node(node(&format!("n{i}"), if i < 3 { "r1" } else { "r2" }, 8));
-    }
+    apply_racked_nodes(&mut s, 6, 3);
     s.apply_node(node("n2", "r3", 8));
     assert!(s.delete_node("n5"));
     let f = s.flavor("f").unwrap();
@@ -598,9 +604,7 @@ fn nodes_after_their_flavor_are_read_at_their_events() {
     }))
     .unwrap();
     s.apply_resource_flavor("g", other);
-    for i in 0..4 {
-        s.apply_node(node(&format!("n{i}"), "r1", 8));
-    }
+    apply_racked_nodes(&mut s, 4, 4);
     assert!(s.flavor("g").is_none());
     let topology: Topology = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "later"},
@@ -762,9 +766,7 @@ fn a_pods_record_stays_small() {
 #[test]
 fn warming_builds_each_stale_tree_once_and_a_scrape_builds_none() {
     let mut s = ClusterState::new();
-    for i in 0..4 {
-        s.apply_node(node(&format!("n{i}"), if i < 2 { "r1" } else { "r2" }, 8));
-    }
+    apply_racked_nodes(&mut s, 4, 2);
     with_flavor(&mut s);
     let plain: ResourceFlavor = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "plain"}, "spec": {}
