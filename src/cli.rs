@@ -444,6 +444,7 @@ fn run_serve(args: ServeArgs) -> ExitCode {
         max_body_bytes: usize::try_from(args.max_body_bytes).unwrap_or(usize::MAX),
         shutdown_delay: Duration::from_secs(args.shutdown_delay_seconds),
         shutdown_grace: Duration::from_secs(args.shutdown_grace_seconds),
+        node_id_sweep: server::DEFAULT_NODE_ID_SWEEP,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

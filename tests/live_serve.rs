@@ -98,6 +98,28 @@ async fn metric(admin: std::net::SocketAddr, sample: &str) -> Option<u64> {
         .find_map(|l| l.strip_prefix(sample)?.strip_prefix(' ')?.parse().ok())
 }
 
+/// The fake API server holding [`objects`], and one replica serving it with no election
+/// (`config` may change its configuration), once `/readyz` is 200.
+async fn lone_replica_ready(
+    config: impl FnOnce(ServeConfig) -> ServeConfig,
+) -> (FakeApiServer, common::LiveServe) {
+    let fake = FakeApiServer::new();
+    for o in objects() {
+        fake.apply(o);
+    }
+    let config = config(ServeConfig {
+        leader_elect: false,
+        ..live_config("kube-tas-system", "kube-tas-0", Duration::from_secs(3))
+    });
+    let serve = common::LiveServe::start(config, fake.client()).await;
+    let admin = serve.admin;
+    common::eventually("/readyz is 200", WAIT, async || {
+        common::get_text(admin, "/readyz").await.0 == StatusCode::OK
+    })
+    .await;
+    (fake, serve)
+}
+
 /// Whether the replica with admin port `admin` reports itself the leader.
 async fn reports_leader(admin: std::net::SocketAddr) -> bool {
     metric(admin, "kube_tas_leader").await == Some(1)
@@ -304,20 +326,8 @@ async fn trees_are_built_before_ready_and_after_each_change_ahead_of_requests() 
     const BUILDS: &str = "kube_tas_topology_tree_builds_total";
     const CORDONED: &str =
         "kube_tas_flavor_nodes_left_out{flavor=\"tas-flavor\",reason=\"unschedulable\"}";
-    let fake = FakeApiServer::new();
-    for o in objects() {
-        fake.apply(o);
-    }
-    let config = ServeConfig {
-        leader_elect: false,
-        ..live_config("kube-tas-system", "kube-tas-0", Duration::from_secs(3))
-    };
-    let serve = common::LiveServe::start(config, fake.client()).await;
+    let (fake, serve) = lone_replica_ready(|c| c).await;
     let (main, admin) = (serve.main, serve.admin);
-    common::eventually("/readyz is 200", WAIT, async || {
-        common::get_text(admin, "/readyz").await.0 == StatusCode::OK
-    })
-    .await;
     let ready = metric(admin, BUILDS).await.expect("the build counter");
     assert_eq!(ready, 1, "one flavor, built once before ready");
     let pod = fake.get("v1", "Pod", Some("default"), "train-0").unwrap();
@@ -351,6 +361,55 @@ async fn trees_are_built_before_ready_and_after_each_change_ahead_of_requests() 
         metric(admin, BUILDS).await,
         Some(changed),
         "the filter built no tree"
+    );
+    serve.stop().await;
+}
+
+/// Under node churn with fresh names (an autoscaler's), the ids of deleted nodes are given
+/// back and taken by the next new nodes: the ids in use stay at the nodes known, and a node
+/// on a reused id is placed on like any other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn deleted_nodes_give_their_ids_to_new_ones() {
+    const NODES: &str = "kube_tas_cluster_nodes";
+    const IDS: &str = "kube_tas_cluster_node_ids";
+    let (fake, serve) = lone_replica_ready(|c| ServeConfig {
+        node_id_sweep: Duration::from_millis(100),
+        ..c
+    })
+    .await;
+    let (main, admin) = (serve.main, serve.admin);
+    assert_eq!(
+        (metric(admin, NODES).await, metric(admin, IDS).await),
+        (Some(4), Some(4))
+    );
+    let mut h4 = fake.get("v1", "Node", None, "h4").unwrap();
+    // h4 goes and h5 comes, then h6 (the autoscaler names each afresh).
+    for name in ["h5", "h6"] {
+        let gone = h4["metadata"]["name"].as_str().unwrap().to_string();
+        assert!(fake.delete("v1", "Node", None, &gone));
+        h4["metadata"]["name"] = json!(name);
+        h4["metadata"]["labels"]["kubernetes.io/hostname"] = json!(name);
+        h4["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("resourceVersion");
+        h4["metadata"].as_object_mut().unwrap().remove("uid");
+        fake.apply(h4.clone());
+        common::eventually("the gone node's id given back", WAIT, async || {
+            metric(admin, NODES).await == Some(4) && metric(admin, IDS).await == Some(4)
+        })
+        .await;
+    }
+    // A gang pod's seat may be the new node, on a reused id: the filter answers one of the
+    // nodes that exist.
+    let pod = fake.get("v1", "Pod", Some("default"), "train-0").unwrap();
+    let args = json!({"Pod": pod, "NodeNames": ["h1", "h2", "h3", "h6"]});
+    let answer = common::post_json(main, "/scheduler/filter", &args).await;
+    let names = answer["NodeNames"].as_array().expect("node names");
+    assert_eq!(names.len(), 1, "{answer}");
+    assert!(
+        ["h1", "h2", "h3", "h6"].contains(&names[0].as_str().unwrap()),
+        "{answer}"
     );
     serve.stop().await;
 }

@@ -4,8 +4,13 @@
 //!
 //! What it owns:
 //! * **nodes by stable id**: a node's name is interned to a [`NodeId`] on first sight and keeps
-//!   it for the life of the process (a node deleted and re-created under the same name gets the
-//!   same id back), so nothing is ever indexed by a position an event can reorder;
+//!   it for as long as anything refers to it (a node deleted and re-created under the same name
+//!   meanwhile gets the same id back), so nothing is ever indexed by a position an event can
+//!   reorder. The id of a deleted node that nothing refers to any more (no pod recorded on it,
+//!   no departed pod, no tree kept, nothing the caller holds) is given back by
+//!   [`ClusterState::reclaim_node_ids`] and reused for the next new name, so ids, and the
+//!   arrays by id every build reads, stay bounded by the most nodes ever known at once, not by
+//!   every name an autoscaler ever made;
 //! * **usage per node**: the requests (plus one `pods` slot) of every pod that holds capacity
 //!   there, by pod uid, so applying the same pod twice never counts it twice;
 //! * the **Kueue objects** and the unfinished **Jobs** admission resolves against;
@@ -184,7 +189,13 @@ impl RecentUids {
 pub struct ClusterState {
     /// Looked up once per candidate name of every extender request: a fast hash.
     node_ids: HashMap<String, NodeId, foldhash::fast::RandomState>,
+    /// By id; empty for an id given back.
     names: Vec<String>,
+    /// Ids of the nodes deleted since the last [`ClusterState::reclaim_node_ids`] and of those
+    /// it found still referred to: the ones it looks at.
+    deleted_ids: Vec<NodeId>,
+    /// Ids given back, taken again by the next new names.
+    free_ids: Vec<NodeId>,
     /// By id; `None` for a name whose node is deleted. Shared with the trees built from them,
     /// each with what every tree build reads of it whatever the flavor and one copy of every
     /// label key and value the nodes carry.
@@ -323,12 +334,23 @@ impl ClusterState {
         if let Some(&id) = self.node_ids.get(name) {
             return id;
         }
-        let id = self.names.len() as NodeId;
+        // A given-back id has an empty slot, no usage and no facts kept (see
+        // `reclaim_node_ids`): it is as good as a new one.
+        let id = match self.free_ids.pop() {
+            Some(id) => {
+                self.names[id as usize] = name.to_string();
+                id
+            }
+            None => {
+                let id = self.names.len() as NodeId;
+                self.names.push(name.to_string());
+                self.nodes.set(id as usize, None);
+                self.used.push(ResourceAmounts::default());
+                self.scored.push(ScoringAmounts::default());
+                id
+            }
+        };
         self.node_ids.insert(name.to_string(), id);
-        self.names.push(name.to_string());
-        self.nodes.set(id as usize, None);
-        self.used.push(ResourceAmounts::default());
-        self.scored.push(ScoringAmounts::default());
         id
     }
 
@@ -396,7 +418,69 @@ impl ClusterState {
         self.nodes.set(id as usize, None);
         self.read_node_ahead(id as usize);
         self.topology_generation += 1;
+        self.deleted_ids.push(id);
         true
+    }
+
+    /// Gives back the ids of deleted nodes that nothing refers to any more, for new names to
+    /// take: no pod is recorded on the node, no departed pod names it, no current tree in the
+    /// cache lists it (a stale one that does is dropped), and `held_elsewhere` (given the
+    /// candidates) does not return it — the caller
+    /// names there every id it keeps across this call (the plan book's seats and trees),
+    /// holding whatever keeps them unchanged meanwhile. The ids still referred to are looked
+    /// at again next time. How many ids were given back.
+    pub fn reclaim_node_ids(
+        &mut self,
+        held_elsewhere: impl FnOnce(&HashSet<NodeId>) -> HashSet<NodeId>,
+    ) -> usize {
+        if self.deleted_ids.is_empty() {
+            return 0;
+        }
+        // Still deleted (one back under its name is not looked at again unless deleted anew).
+        let deleted: BTreeSet<NodeId> = std::mem::take(&mut self.deleted_ids)
+            .into_iter()
+            .filter(|&id| self.nodes.node(id as usize).is_none())
+            .collect();
+        let mut candidates: HashSet<NodeId> = (deleted.iter().copied())
+            .filter(|&id| self.used[id as usize].is_empty())
+            .collect();
+        for gone in self.departed.values().flatten() {
+            candidates.remove(&gone.node);
+        }
+        // A cached tree built before a deletion is stale: no request reads it again (it is
+        // built anew first), so one that lists a candidate is dropped rather than keeping it
+        // (the Workload-API hostname tree is built only when its requests come). A current
+        // tree lists no deleted node.
+        let current = self.topology_generation;
+        let trees = self.trees.get_mut().unwrap_or_else(|p| p.into_inner());
+        trees.retain(|_, tree| {
+            tree.generation == current || !tree.member_ids.iter().any(|id| candidates.contains(id))
+        });
+        for tree in trees.values() {
+            for id in &tree.member_ids {
+                candidates.remove(id);
+            }
+        }
+        let held = held_elsewhere(&candidates);
+        let mut reclaimed = 0;
+        for id in deleted {
+            if !candidates.contains(&id) || held.contains(&id) {
+                // Still referred to: looked at again next time.
+                self.deleted_ids.push(id);
+                continue;
+            }
+            let name = std::mem::take(&mut self.names[id as usize]);
+            self.node_ids.remove(&name);
+            self.scored[id as usize] = ScoringAmounts::default();
+            self.free_ids.push(id);
+            reclaimed += 1;
+        }
+        reclaimed
+    }
+
+    /// Ids the state gives out now: live nodes and deleted ones not given back yet.
+    pub fn node_id_count(&self) -> usize {
+        self.names.len() - self.free_ids.len()
     }
 
     /// A full node list (a relist): nodes missing from it are deleted, the rest applied.
@@ -427,7 +511,9 @@ impl ClusterState {
 
     /// The name a node id was given (the node may be deleted since).
     pub fn name_of(&self, id: NodeId) -> Option<&str> {
-        self.names.get(id as usize).map(String::as_str)
+        (self.names.get(id as usize))
+            .filter(|name| !name.is_empty())
+            .map(String::as_str)
     }
 
     /// A node that exists now, by name.

@@ -504,6 +504,15 @@ impl Extender {
         f(&mut book, &state)
     }
 
+    /// Gives back the ids of deleted nodes that neither the state nor the plan book refers to
+    /// any more ([`ClusterState::reclaim_node_ids`]); how many. Holds the book, then the
+    /// state's write lock, for one pass over the deleted nodes and the plans' trees.
+    pub fn reclaim_node_ids(&self) -> usize {
+        let book = self.lock();
+        let mut state = self.state.write();
+        state.reclaim_node_ids(|candidates| book.node_ids_in_use(candidates))
+    }
+
     /// A flavor's tree at the state's current generation.
     pub fn flavor(&self, name: &str) -> Option<Arc<FlavorTopology>> {
         self.state.read().flavor(name)

@@ -376,7 +376,8 @@ struct SeenPod {
     requests: ResourceList,
     scoring: ResourceList,
     bound_to: Option<String>,
-    binding: bool,
+    /// A Binding to this node is being written (its commit records the pod there by id).
+    binding: Option<NodeId>,
     seen: Instant,
     /// What the pod said at its last version read.
     read: Option<ReadVersion>,
@@ -503,6 +504,28 @@ impl PlanBook {
         self.scheduling_memo.clear();
         self.generation += 1;
         self.publish();
+    }
+
+    /// Which of `candidates` (node ids the state may give back) the book refers to: a node of
+    /// a live plan's tree (its seats, and the members extra seats may take), a node something
+    /// is held on, or the node of a Binding being written (its commit records the pod there
+    /// by id).
+    pub fn node_ids_in_use(&self, candidates: &HashSet<NodeId>) -> HashSet<NodeId> {
+        let mut in_use = HashSet::new();
+        if candidates.is_empty() {
+            return in_use;
+        }
+        let mut trees_read: HashSet<*const FlavorTopology> = HashSet::new();
+        for plan in self.plans.values() {
+            if trees_read.insert(Arc::as_ptr(&plan.flavor)) {
+                let members = plan.flavor.member_ids.iter();
+                in_use.extend(members.filter(|id| candidates.contains(id)));
+            }
+        }
+        in_use.extend(self.held.nodes().filter(|id| candidates.contains(id)));
+        let binding_on = self.pods.values().filter_map(|p| p.binding);
+        in_use.extend(binding_on.filter(|id| candidates.contains(id)));
+        in_use
     }
 
     /// The engine's message for a group whose plan did not fit (Kueue's words).
@@ -791,7 +814,7 @@ impl PlanBook {
                 requests: facts.requests.clone(),
                 scoring: facts.scoring.clone(),
                 bound_to: None,
-                binding: false,
+                binding: None,
                 seen: now,
                 read: None,
             });
@@ -953,7 +976,7 @@ impl PlanBook {
         if ticket.already_bound {
             return Ok(ticket);
         }
-        if seen.binding {
+        if seen.binding.is_some() {
             return Err(BindError(format!(
                 "pod {namespace}/{name} is being bound already; retry once that bind has ended"
             )));
@@ -993,7 +1016,7 @@ impl PlanBook {
             }
         }
         if let Some(p) = self.pods.get_mut(&uid) {
-            p.binding = true;
+            p.binding = Some(ticket.node_id);
         }
         Ok(ticket)
     }
@@ -1003,10 +1026,14 @@ impl PlanBook {
         if ticket.already_bound {
             return;
         }
-        let Some(seen) = self.pods.get_mut(&ticket.uid) else {
+        // Only the bind this ticket began: after the book was cleared (leadership lost and won
+        // back) the pod may be seen anew, and the ticket's node id is no longer kept for it.
+        let Some(seen) =
+            (self.pods.get_mut(&ticket.uid)).filter(|seen| seen.binding == Some(ticket.node_id))
+        else {
             return;
         };
-        seen.binding = false;
+        seen.binding = None;
         seen.bound_to = Some(ticket.node.clone());
         seen.seen = now;
         let key = seen.key.clone();
@@ -1068,10 +1095,12 @@ impl PlanBook {
             return;
         }
         PlanCounters::bump(&self.counters.binds_failed);
-        let Some(seen) = self.pods.get_mut(&ticket.uid) else {
+        let Some(seen) =
+            (self.pods.get_mut(&ticket.uid)).filter(|seen| seen.binding == Some(ticket.node_id))
+        else {
             return;
         };
-        seen.binding = false;
+        seen.binding = None;
         let (owner, key) = (seen.owner.clone(), seen.key.clone());
         self.notice(
             &owner,
@@ -1788,7 +1817,7 @@ impl PlanBook {
         // kept for ever, every pod bound in a leader's term would stay in memory.
         let plans = &self.plans;
         self.pods.retain(|uid, p| {
-            p.binding
+            p.binding.is_some()
                 || now.saturating_duration_since(p.seen) < ttl
                 || plans
                     .get(&p.key)

@@ -836,6 +836,67 @@ fn binding_to_a_node_kube_tas_does_not_know_is_refused() {
     assert_eq!(b.stats().pods_bound, 0);
 }
 
+/// A deleted node's id is not given back while a live plan's tree lists it (a seat there, or a
+/// member an extra seat may take) or a Binding to it is being written: reused meanwhile, a
+/// hold or the bind's commit would land on another node.
+#[test]
+fn a_deleted_nodes_id_is_kept_while_a_plan_or_a_binding_refers_to_it() {
+    let mut b = book(2, &job_yaml("train", 4, 2, RACK));
+    let t0 = Instant::now();
+    let seat = seat_of(&mut b, &job_pod("train", 0, 2), t0);
+    let other = all_nodes(&b)
+        .into_iter()
+        .find(|n| n.starts_with("b1-") && rack_of(&b, n) != rack_of(&b, &seat))
+        .unwrap();
+    lone_rejected(&mut b, &lone_pod("web", 1), t0);
+    let ticket = (b.book)
+        .begin_bind(&b.state, "default", "web", "uid-web", "web-1", t0)
+        .unwrap();
+    for node in [seat.as_str(), other.as_str(), "web-1"] {
+        assert!(b.state.delete_node(node));
+    }
+    assert!(
+        b.state.flavor("tas-flavor").is_some(),
+        "the state's tree lists none of them"
+    );
+    let ids = |b: &TestBook| [&seat, &other, "web-1"].map(|n| b.state.node_id(n));
+    let known = ids(&b);
+    assert!(known.iter().all(Option::is_some));
+    let reclaim = |b: &mut TestBook| b.state.reclaim_node_ids(|c| b.book.node_ids_in_use(c));
+    assert_eq!(reclaim(&mut b), 0);
+    assert_eq!(ids(&b), known);
+    // The Binding fails: web-1 is let go.
+    b.book.abort_bind(&ticket, "the node is gone");
+    assert_eq!(reclaim(&mut b), 1);
+    assert_eq!(ids(&b), [known[0], known[1], None]);
+    // The plan expires: its tree's nodes are let go too.
+    b.book.sweep(&b.state, t0 + TTL + Duration::from_secs(1));
+    assert_eq!(b.stats().plans_active, 0);
+    assert_eq!(reclaim(&mut b), 2);
+    assert_eq!(ids(&b), [None, None, None]);
+}
+
+/// A Binding that ends after the book was cleared (leadership lost, then won back) and the pod
+/// filtered anew records nothing: its ticket's node is not the book's to count any more (the
+/// watch brings the pod where it was bound).
+#[test]
+fn a_bind_begun_before_the_book_was_cleared_commits_nothing() {
+    let mut b = book(1, "");
+    let t0 = Instant::now();
+    lone_rejected(&mut b, &lone_pod("web", 1), t0);
+    let ticket = (b.book)
+        .begin_bind(&b.state, "default", "web", "uid-web", "web-1", t0)
+        .unwrap();
+    b.book.clear();
+    lone_rejected(&mut b, &lone_pod("web", 1), t0);
+    b.book.commit_bind(&mut b.state, &ticket, t0);
+    assert_eq!(cpu_used(&b, "web-1"), 0);
+    assert_eq!(b.stats().pods_bound, 0);
+    // The pod's own bind, begun now, is counted.
+    b.bind("default", "web", "uid-web", "web-1", t0).unwrap();
+    assert_eq!(cpu_used(&b, "web-1"), 1000);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Expiry
 // ---------------------------------------------------------------------------------------------

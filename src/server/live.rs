@@ -121,6 +121,8 @@ pub async fn run_with(
         cancel.clone(),
     ));
     tasks.spawn(report_left_out(extender.clone(), cancel.clone()));
+    let sweep = config.node_id_sweep;
+    tasks.spawn(reclaim_node_ids(extender.clone(), sweep, cancel.clone()));
 
     let outcome = tokio::select! {
         () = stop => Ok(()),
@@ -272,6 +274,26 @@ async fn report_left_out(extender: Extender, cancel: CancellationToken) {
                 tracing::warn!("{note}");
             }
             last = notes;
+        }
+    }
+}
+
+/// Every `interval`, gives back the ids of deleted nodes nothing refers to any more
+/// ([`Extender::reclaim_node_ids`]), so that node churn under an autoscaler (every new node a
+/// new name) does not grow the state, and the arrays every tree build reads, without bound.
+async fn reclaim_node_ids(extender: Extender, interval: Duration, cancel: CancellationToken) {
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(interval) => {}
+        }
+        let e = extender.clone();
+        // Off the runtime's threads: the write lock may wait for a tree build's read lock.
+        match tokio::task::spawn_blocking(move || e.reclaim_node_ids()).await {
+            Ok(0) => {}
+            Ok(n) => tracing::debug!(ids = n, "node ids of deleted nodes given back"),
+            Err(e) if e.is_panic() => tracing::error!(error = %e, "the node id sweep failed"),
+            Err(_) => return,
         }
     }
 }

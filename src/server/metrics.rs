@@ -13,7 +13,8 @@
 //! * `kube_tas_replacements_total{result}`: running workloads' lost pods planned beside them
 //!   (`placed`) or without room in their domain (`failed`);
 //! * `kube_tas_cluster_nodes`, `kube_tas_cluster_pods`: nodes and capacity-holding pods in the
-//!   cluster state;
+//!   cluster state; `kube_tas_cluster_node_ids`: node ids in use (the nodes, and deleted ones
+//!   not given back yet: it stays near `kube_tas_cluster_nodes` under node churn);
 //! * `kube_tas_flavor_nodes_left_out{flavor,reason}`: nodes of a TAS flavor that take none of
 //!   its pods, as its last tree built says (a scrape builds no tree);
 //! * `kube_tas_topology_tree_builds_total`: flavor trees built since start;
@@ -411,12 +412,19 @@ impl Collector for LiveValues {
         ];
         // The counts are read under the state's read lock, which watch writers hold for one
         // event at a time only.
-        let (nodes, pods) = {
+        let (nodes, node_ids, pods) = {
             let state = self.extender.state().read();
-            (state.node_count() as u64, state.pod_count() as u64)
+            let ids = state.node_id_count() as u64;
+            (state.node_count() as u64, ids, state.pod_count() as u64)
         };
         let gauges = gauges.into_iter().chain([
             ("cluster_nodes", "Nodes in the cluster state", nodes),
+            (
+                "cluster_node_ids",
+                "Node ids in use: the nodes, and deleted nodes something still refers to or \
+                 not swept yet",
+                node_ids,
+            ),
             (
                 "cluster_pods",
                 "Pods holding capacity in the cluster state",

@@ -105,7 +105,13 @@ pub struct ServeConfig {
     pub shutdown_delay: Duration,
     /// How long in-flight requests may take to finish after the delay.
     pub shutdown_grace: Duration,
+    /// Live mode: how often the ids of deleted nodes are looked at for giving back (not on
+    /// the command line: [`DEFAULT_NODE_ID_SWEEP`]).
+    pub node_id_sweep: Duration,
 }
+
+/// How often live mode gives back the ids of deleted nodes nothing refers to any more.
+pub const DEFAULT_NODE_ID_SWEEP: Duration = Duration::from_secs(60);
 
 impl Default for ServeConfig {
     /// The command line's defaults (no cluster, no TLS).
@@ -131,6 +137,7 @@ impl Default for ServeConfig {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             shutdown_delay: Duration::from_secs(5),
             shutdown_grace: Duration::from_secs(20),
+            node_id_sweep: DEFAULT_NODE_ID_SWEEP,
         }
     }
 }

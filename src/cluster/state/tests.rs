@@ -1,7 +1,7 @@
 //! Tests of the cluster state's event API: usage per node by pod uid, node changes that
 //! rebuild trees or only capacity, relists that remove what they no longer list.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use super::*;
 use crate::cluster::WorkloadKind;
@@ -472,9 +472,6 @@ fn scoring_usage_follows_pods_in_and_out() {
     assert_eq!(s.scored(id), ScoringAmounts::default());
 }
 
-/// A tree's members map back to their node ids by position, past deleted nodes (holes in
-/// the ids), nodes left out of the tree, and nodes missing a level label (which the build
-/// reads again without them).
 /// A rebuild reads only the nodes that changed since the flavor's last build (at their events,
 /// once the flavor's facts are kept) and still places every node where its labels say; a
 /// flavor whose Topology changes levels is read afresh, and a flavor that is gone takes its
@@ -616,6 +613,9 @@ fn nodes_after_their_flavor_are_read_at_their_events() {
     assert_eq!(s.nodes_read_by_last_build("g"), reads(0, 4));
 }
 
+/// A tree's members map back to their node ids by position, past deleted nodes (holes in
+/// the ids), nodes left out of the tree, and nodes missing a level label (which the build
+/// reads again without them).
 #[test]
 fn member_ids_name_each_members_own_node() {
     let mut s = ClusterState::new();
@@ -815,4 +815,100 @@ fn warming_builds_each_stale_tree_once_and_a_scrape_builds_none() {
     assert_eq!(s.warm_trees(), 1);
     let notes = s.left_out_notes();
     assert!(notes.len() == 1 && notes[0].contains("n3"), "{notes:?}");
+}
+
+/// The id of a deleted node that nothing refers to is given back and taken by the next new
+/// name, with nothing of the old node on it; one still referred to (a pod recorded on it, a
+/// departed pod, an id the caller holds) is kept and looked at again; a node back under its
+/// name before the sweep keeps its id; a stale tree that lists one is dropped.
+#[test]
+fn a_deleted_nodes_id_is_given_back_once_nothing_refers_to_it() {
+    let mut s = ClusterState::new();
+    with_flavor(&mut s);
+    apply_racked_nodes(&mut s, 6, 3);
+    let id = |s: &ClusterState, name: &str| s.node_id(name).unwrap();
+    let [n0, n1, n2, n3, n4] = ["n0", "n1", "n2", "n3", "n4"].map(|n| id(&s, n));
+    // n1 has a pod recorded, n2 a pod of a running group that left it; n3 the caller holds.
+    s.apply_bound_pod(&pod("p1", "n1", 1, None));
+    s.apply_bound_pod(&indexed("a0", 0, "n5"));
+    s.apply_bound_pod(&indexed("a1", 1, "n2"));
+    assert!(s.remove_pod("a1"));
+    assert!(s.flavor("f").is_some());
+    for n in ["n0", "n1", "n2", "n3", "n4"] {
+        assert!(s.delete_node(n));
+    }
+    // n4 is back under its name. The cache's tree, built before the deletions, lists them
+    // all: stale, it is dropped (a request builds it anew first), and keeps none of them.
+    s.apply_node(node("n4", "r2", 8));
+    let mut asked = HashSet::new();
+    let given = s.reclaim_node_ids(|c| {
+        asked = c.clone();
+        [n3].into()
+    });
+    assert_eq!((given, &asked), (1, &[n0, n3].into()));
+    assert!(
+        s.trees.get_mut().unwrap().is_empty(),
+        "the stale tree is dropped"
+    );
+    assert_eq!((s.node_id("n0"), s.name_of(n0)), (None, None));
+    assert_eq!(s.node_id("n4"), Some(n4));
+    assert_eq!(s.node_id_count(), 5);
+    // A new name takes n0's id, with no usage and its own labels in the tree.
+    s.apply_node(node("fresh", "r2", 8));
+    assert_eq!(s.node_id("fresh"), Some(n0));
+    assert_eq!(s.node_id_count(), 6);
+    assert_eq!(
+        (cpu(&s, "fresh"), s.scored(n0)),
+        (0, ScoringAmounts::default())
+    );
+    let f = s.flavor("f").unwrap();
+    let m = f.member_ids.iter().position(|&i| i == n0).unwrap();
+    assert_eq!(f.tree.nodes[m].name, "fresh");
+    assert_eq!(&f.tree.nodes[m].labels[RACK], "r2");
+    // The pod on n1 goes, the group's last pod too (nothing departed is kept), n3 is let go.
+    assert!(s.remove_pod("p1"));
+    assert!(s.remove_pod("a0"));
+    let given = s.reclaim_node_ids(|c| {
+        asked = c.clone();
+        HashSet::new()
+    });
+    assert_eq!((given, &asked), (3, &[n1, n2, n3].into()));
+    assert_eq!(
+        s.reclaim_node_ids(|_| unreachable!("nothing is left to look at")),
+        0
+    );
+    assert_eq!(s.node_id_count(), 3);
+}
+
+/// Under churn that names every new node afresh (an autoscaler's), swept ids keep the state
+/// as large as the most nodes known at once, and every name maps to its own node.
+#[test]
+fn node_churn_with_fresh_names_keeps_the_ids_bounded() {
+    let mut s = ClusterState::new();
+    with_flavor(&mut s);
+    apply_racked_nodes(&mut s, 10, 5);
+    let mut last = "n0".to_string();
+    for round in 0..200 {
+        assert!(s.delete_node(&last));
+        last = format!("c{round}");
+        s.apply_node(node(&last, if round % 2 == 0 { "r1" } else { "r2" }, 8));
+        s.apply_bound_pod(&pod(&format!("p{round}"), &last, 1, None));
+        assert!(s.flavor("f").is_some());
+        if round > 0 {
+            assert!(s.remove_pod(&format!("p{}", round - 1)));
+        }
+        s.reclaim_node_ids(|_| HashSet::new());
+    }
+    assert_eq!(s.node_count(), 10);
+    // Each new node comes before the last deleted one is swept: 11 ids at most, not 210.
+    assert_eq!(s.names.len(), 11);
+    assert_eq!(s.nodes.len(), 11);
+    let f = s.flavor("f").unwrap();
+    assert_eq!(f.member_ids.len(), 10);
+    for (m, &id) in f.member_ids.iter().enumerate() {
+        let name = f.tree.nodes[m].name.as_str();
+        assert_eq!((s.name_of(id), s.node_id(name)), (Some(name), Some(id)));
+    }
+    assert_eq!(cpu(&s, "c199"), 1000);
+    assert_eq!(s.pod_count(), 1);
 }
