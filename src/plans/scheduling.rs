@@ -14,10 +14,12 @@
 //!   PodGroup share a template in practice; a mixed group is never under-held).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Instant;
 
 use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodSpec};
 
+use super::held::HeldCapacity;
 use super::{
     FilterVerdict, Holder, MAIN_POD_SET, Plan, PlanBook, PlanCounters, PlanKey, PodFacts,
     Rejection, Seat, main_key,
@@ -25,9 +27,10 @@ use super::{
 use crate::cluster::WorkloadKind;
 use crate::cluster::group::GroupKey;
 use crate::cluster::scheduling_groups::{Policy, SchedulingGroup, pending_pod};
-use crate::cluster::state::{ClusterState, SchedulingTree};
+use crate::cluster::state::{ClusterState, FlavorTopology, SchedulingTree};
 use crate::topology::podgroup::{self, Decision, PendingPod};
 use crate::topology::resources::PODS;
+use crate::topology::tree::{DomainIdx, TopologyTree};
 use crate::topology::{PodSetSpec, ResourceList};
 
 /// A remembered "does not fit" of a PodGroup's tree and what it was decided on: the cluster's
@@ -476,11 +479,7 @@ impl PlanBook {
                 let Some(uid) = input.uids.get(&a.pod) else {
                     continue;
                 };
-                let member = flavor
-                    .tree
-                    .leaf_of_node(&a.node)
-                    .and_then(|l| flavor.tree.leaf_members(l).first().map(|&m| (l, m)));
-                let Some((leaf_idx, member)) = member else {
+                let Some((leaf_idx, member)) = hostname_seat(&flavor.tree, &a.node) else {
                     // The seat tree holds every node the core was given, so this is a node
                     // gone in between: nothing of the tree is seated, the pod asks again.
                     return Err(Rejection {
@@ -547,7 +546,7 @@ impl PlanBook {
         &mut self,
         key: &PlanKey,
         group: &SchedulingGroup,
-        flavor: &std::sync::Arc<crate::cluster::state::FlavorTopology>,
+        flavor: &Arc<FlavorTopology>,
         requests: ResourceList,
         seats: Vec<Seat>,
         now: Instant,
@@ -580,6 +579,11 @@ impl PlanBook {
         let Some(plan) = self.plans.get_mut(key) else {
             return;
         };
+        if !Arc::ptr_eq(&plan.flavor, flavor) {
+            // `seats` are members of `flavor`, the hostname tree as it stands: the plan's own
+            // seats move onto it too, so that every member index means one tree.
+            move_seats(plan, flavor, &mut self.held);
+        }
         let mut larger = plan.requests.clone();
         for (k, v) in &requests {
             let slot = larger.entry(k.clone()).or_insert(0);
@@ -668,4 +672,39 @@ fn group_ref(group: &SchedulingGroup) -> ObjectReference {
         namespace: Some(group.namespace.clone()),
         ..Default::default()
     }
+}
+
+/// The seat of node `node` in a hostname tree: its leaf and the leaf's member.
+fn hostname_seat(tree: &TopologyTree, node: &str) -> Option<(DomainIdx, usize)> {
+    let leaf = tree.leaf_of_node(node)?;
+    tree.leaf_members(leaf).first().map(|&m| (leaf, m))
+}
+
+/// Moves a Workload-API plan's seats onto `onto` (a later build of the hostname tree), each to
+/// its node's seat there: member indexes are positions in one build, and nodes joining or
+/// leaving between builds shift them. A seat whose node has left (deleted) is dropped, its
+/// hold given back; its pod, if it has one, is given a seat again when it asks.
+fn move_seats(plan: &mut Plan, onto: &Arc<FlavorTopology>, held: &mut HeldCapacity) {
+    let from = std::mem::replace(&mut plan.flavor, Arc::clone(onto));
+    let seats = std::mem::take(&mut plan.seats);
+    for seat in seats {
+        let name = from.tree.nodes[seat.member].name.as_str();
+        match hostname_seat(&onto.tree, name) {
+            Some((leaf, member)) => plan.seats.push(Seat {
+                leaf,
+                member,
+                holder: seat.holder,
+            }),
+            None if seat.holds() => held.release(from.member_ids[seat.member], &plan.requests),
+            None => {}
+        }
+    }
+    plan.by_uid = (plan.seats.iter().enumerate())
+        .filter_map(|(i, seat)| match &seat.holder {
+            Holder::Open => None,
+            Holder::Taken(uid) | Holder::Binding(uid) | Holder::Bound(uid) => {
+                Some((uid.clone(), i))
+            }
+        })
+        .collect();
 }

@@ -490,6 +490,40 @@ fn a_basic_group_seats_what_fits_and_turns_the_rest_down() {
     assert_eq!((b.stats().plans_made, b.stats().seats_held), (1, 2));
 }
 
+/// A seat given to a group that already has a plan, after nodes came and went (the hostname
+/// tree built again, every member at another position), lands on the node the core chose, and
+/// the plan's earlier seats stay on theirs.
+#[test]
+fn a_seat_added_after_nodes_changed_lands_on_its_own_node() {
+    let mut b = two_racks(&filler_pod_yaml("busy", 1, "r2-n2"));
+    b.state
+        .apply_scheduling_group(basic("spread", Some("rack")));
+    let pods = watched_members(&mut b, "spread", 3, 3);
+    let t0 = Instant::now();
+    let (pass, _) = ask(&mut b, &pods[2], t0);
+    assert!(pass.is_empty(), "{pass:?}");
+    assert_eq!(held_anywhere(&b), ["r2-n1", "r2-n2"]);
+    // edge-1 (the first node) goes and r2-n3 joins rack r2: every member moves.
+    assert!(b.state.delete_node("edge-1"));
+    let mut joined = b.state.node_by_name("r2-n1").unwrap().clone();
+    joined.name = "r2-n3".into();
+    joined.labels.insert(keys::HOSTNAME_LABEL, "r2-n3");
+    b.state.apply_node(joined);
+    let names = b.state.node_names();
+    let seat_now = |b: &mut TestBook, pod: &Pod| {
+        let (pass, rejected) = ask_book(&mut b.book, &b.state, &names, pod, t0);
+        assert_eq!(pass.len(), 1, "{pass:?} {rejected:?}");
+        pass[0].clone()
+    };
+    assert_eq!(seat_now(&mut b, &pods[2]), "r2-n3");
+    assert_eq!(seat_now(&mut b, &pods[0]), "r2-n1");
+    assert_eq!(seat_now(&mut b, &pods[1]), "r2-n2");
+    for node in ["r2-n1", "r2-n2", "r2-n3"] {
+        assert_eq!(held(&b, node), Some((3000, 1)), "{node}");
+    }
+    assert_eq!((b.stats().plans_made, b.stats().seats_held), (1, 3));
+}
+
 /// Test 4: a bound pod of the group fixes its rack, though another rack scores higher.
 #[test]
 fn bound_pods_fix_the_domain_even_where_another_rack_scores_higher() {
