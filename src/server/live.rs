@@ -289,9 +289,17 @@ async fn reclaim_node_ids(extender: Extender, interval: Duration, cancel: Cancel
         }
         let e = extender.clone();
         // Off the runtime's threads: the write lock may wait for a tree build's read lock.
-        match tokio::task::spawn_blocking(move || e.reclaim_node_ids()).await {
-            Ok(0) => {}
-            Ok(n) => tracing::debug!(ids = n, "node ids of deleted nodes given back"),
+        let sweep = tokio::task::spawn_blocking(move || {
+            let began = std::time::Instant::now();
+            (e.reclaim_node_ids(), began.elapsed())
+        });
+        match sweep.await {
+            Ok((0, _)) => {}
+            Ok((n, took)) => tracing::debug!(
+                ids = n,
+                took_us = took.as_micros() as u64,
+                "node ids of deleted nodes given back"
+            ),
             Err(e) if e.is_panic() => tracing::error!(error = %e, "the node id sweep failed"),
             Err(_) => return,
         }
