@@ -30,7 +30,6 @@ use crate::cluster::scheduling_groups::{Policy, SchedulingGroup, pending_pod};
 use crate::cluster::state::{ClusterState, FlavorTopology, SchedulingTree};
 use crate::topology::podgroup::{self, Decision, PendingPod};
 use crate::topology::resources::PODS;
-use crate::topology::tree::{DomainIdx, TopologyTree};
 use crate::topology::{PodSetSpec, ResourceList};
 
 /// A remembered "does not fit" of a PodGroup's tree and what it was decided on: the cluster's
@@ -479,7 +478,7 @@ impl PlanBook {
                 let Some(uid) = input.uids.get(&a.pod) else {
                     continue;
                 };
-                let Some((leaf_idx, member)) = hostname_seat(&flavor.tree, &a.node) else {
+                let Some((leaf_idx, member)) = flavor.tree.member_of_node(&a.node) else {
                     // The seat tree holds every node the core was given, so this is a node
                     // gone in between: nothing of the tree is seated, the pod asks again.
                     return Err(Rejection {
@@ -674,12 +673,6 @@ fn group_ref(group: &SchedulingGroup) -> ObjectReference {
     }
 }
 
-/// The seat of node `node` in a hostname tree: its leaf and the leaf's member.
-fn hostname_seat(tree: &TopologyTree, node: &str) -> Option<(DomainIdx, usize)> {
-    let leaf = tree.leaf_of_node(node)?;
-    tree.leaf_members(leaf).first().map(|&m| (leaf, m))
-}
-
 /// Moves a Workload-API plan's seats onto `onto` (a later build of the hostname tree), each to
 /// its node's seat there: member indexes are positions in one build, and nodes joining or
 /// leaving between builds shift them. A seat whose node has left (deleted) is dropped, its
@@ -689,7 +682,7 @@ fn move_seats(plan: &mut Plan, onto: &Arc<FlavorTopology>, held: &mut HeldCapaci
     let seats = std::mem::take(&mut plan.seats);
     for seat in seats {
         let name = from.tree.nodes[seat.member].name.as_str();
-        match hostname_seat(&onto.tree, name) {
+        match onto.tree.member_of_node(name) {
             Some((leaf, member)) => plan.seats.push(Seat {
                 leaf,
                 member,

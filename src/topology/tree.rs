@@ -499,11 +499,17 @@ impl TopologyTree {
 
     /// The leaf holding a member node.
     pub fn leaf_of_node(&self, node_name: &str) -> Option<DomainIdx> {
+        self.member_of_node(node_name).map(|(leaf, _)| leaf)
+    }
+
+    /// A member node's leaf and its own index among the members (in a pooled leaf, the node
+    /// itself, not the leaf's first member).
+    pub fn member_of_node(&self, node_name: &str) -> Option<(DomainIdx, usize)> {
         self.member_by_name
             .find(self.name_hasher.hash_one(node_name), |&m| {
                 self.nodes[m as usize].name == node_name
             })
-            .map(|&m| self.leaf_of_member[m as usize] as DomainIdx)
+            .map(|&m| (self.leaf_of_member[m as usize] as DomainIdx, m as usize))
     }
 
     /// A domain's own label value (its level's).
@@ -646,6 +652,8 @@ mod tests {
         let cpu = tree.resource_id("cpu").unwrap();
         assert_eq!(tree.capacity(leaves[1])[cpu], 16_000, "both nodes' cpu");
         assert_eq!(tree.leaf_of_node("n-b"), Some(leaves[1]));
+        let (leaf, b) = tree.member_of_node("n-b").unwrap();
+        assert_eq!((leaf, tree.nodes[b].name.as_str()), (leaves[1], "n-b"));
         assert_eq!(tree.leaf_of_node("n-c"), Some(leaves[0]));
         assert_eq!(
             tree.leaf_of_node("h1"),
