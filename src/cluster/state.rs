@@ -425,10 +425,9 @@ impl ClusterState {
     /// Gives back the ids of deleted nodes that nothing refers to any more, for new names to
     /// take: no pod is recorded on the node, no departed pod names it, no current tree in the
     /// cache lists it (a stale one that does is dropped), and `held_elsewhere` (given the
-    /// candidates) does not return it — the caller
-    /// names there every id it keeps across this call (the plan book's seats and trees),
-    /// holding whatever keeps them unchanged meanwhile. The ids still referred to are looked
-    /// at again next time. How many ids were given back.
+    /// candidates) does not return it — the caller names there every id it keeps across this
+    /// call (the plan book's seats and trees), holding whatever keeps them unchanged meanwhile.
+    /// The ids still referred to are looked at again next time. How many ids were given back.
     pub fn reclaim_node_ids(
         &mut self,
         held_elsewhere: impl FnOnce(&HashSet<NodeId>) -> HashSet<NodeId>,
