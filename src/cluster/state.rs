@@ -1252,13 +1252,15 @@ impl ClusterState {
             .cloned()
     }
 
-    /// Builds every TAS flavor's tree that is not at the current topology generation, ahead of
-    /// the requests that would otherwise build it (live mode warms them after each change,
-    /// one flavor at a time: [`Self::warm_tree`]). How many it built.
+    /// Builds every TAS flavor's tree that is not at the current topology generation, and the
+    /// Workload-API hostname tree while such groups are known, ahead of the requests that
+    /// would otherwise build them (live mode warms them after each change, one at a time:
+    /// [`Self::warm_tree`], [`Self::warm_hostname_tree`]). How many it built.
     pub fn warm_trees(&self) -> usize {
         (self.kueue.resource_flavors.keys())
             .filter(|name| self.warm_tree(name))
             .count()
+            + usize::from(self.warm_hostname_tree())
     }
 
     /// Builds one flavor's tree unless it is at the current topology generation (or the

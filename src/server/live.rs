@@ -165,7 +165,8 @@ const WARM_REST: u32 = 9;
 /// trees built: whenever nodes or Kueue objects moved the topology generation, the stale
 /// trees are built again here (on the blocking pool, under the read lock as a request would),
 /// so that the extender's next call finds its tree rather than building it (1–3 ms at 15,000
-/// nodes, 5–12 ms at 50,000). The generation is checked every [`WARM_CHECK`], but after a
+/// nodes, 5–12 ms at 50,000); the Workload-API hostname tree too while such groups are known
+/// (the first of their pods builds it, the warmer keeps it after that). The generation is checked every [`WARM_CHECK`], but after a
 /// pass no other starts for [`WARM_REST`] times what it spent building: changes coming
 /// faster are built for once; a request that comes before the warmer still builds the tree
 /// itself, as without it.
@@ -229,6 +230,10 @@ async fn warm(state: &SharedState) -> (u64, Duration) {
             built += usize::from(s.warm_tree(name));
             busy += started.elapsed();
         }
+        let s = shared.read();
+        let started = std::time::Instant::now();
+        built += usize::from(s.warm_hostname_tree());
+        busy += started.elapsed();
         (generation, built, busy)
     })
     .await;
