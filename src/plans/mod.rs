@@ -712,6 +712,15 @@ impl PlanBook {
             if let Some(node) = seen.bound_to.clone() {
                 return bound_verdict(candidates, &node);
             }
+            // Asked again while its Binding is written (a scheduler that stopped waiting for
+            // the bind): that node, or none; the bind's end says which.
+            if let Some(node) = seen.binding.and_then(|id| state.name_of(id)) {
+                return only(
+                    candidates,
+                    &[node],
+                    format!("node(s) other than {node}, where the pod is being bound"),
+                );
+            }
         }
         if facts.group.kind == WorkloadKind::SchedulingGroup {
             return self.scheduling_filter(state, pod, facts, candidates, now);

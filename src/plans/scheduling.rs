@@ -27,7 +27,7 @@ use super::{
 use crate::cluster::WorkloadKind;
 use crate::cluster::group::GroupKey;
 use crate::cluster::scheduling_groups::{Policy, SchedulingGroup, pending_pod};
-use crate::cluster::state::{ClusterState, FlavorTopology, SchedulingTree};
+use crate::cluster::state::{ClusterState, FlavorTopology, NodeId, SchedulingTree};
 use crate::topology::podgroup::{self, Decision, PendingPod};
 use crate::topology::resources::PODS;
 use crate::topology::{PodSetSpec, ResourceList};
@@ -407,6 +407,13 @@ impl PlanBook {
                 if seated(uid) || bound_uids.contains(uid) {
                     continue;
                 }
+                // A pod whose Binding is being written is on its node already, seat or not (a
+                // seat whose node left is dropped when the plan moves, `move_seats`): it is
+                // placed nowhere else, and counts as bound there.
+                if let Some(node) = self.binding_node(uid) {
+                    bound.extend(state.name_of(node).map(str::to_string));
+                    continue;
+                }
                 // Names are unique among live pods: an entry under the asking pod's name with
                 // another uid is its predecessor, gone from the API server already (the watch
                 // has not said so yet); a second entry under one name is stale too.
@@ -444,6 +451,11 @@ impl PlanBook {
             });
         }
         (groups, inputs)
+    }
+
+    /// The node a Binding is being written to for the pod `uid`, if one is.
+    fn binding_node(&self, uid: &str) -> Option<NodeId> {
+        self.pods.get(uid).and_then(|p| p.binding)
     }
 
     /// Seats the pods `decision` placed: one seat per pod on its node, taken by that pod, in
@@ -676,8 +688,9 @@ fn group_ref(group: &SchedulingGroup) -> ObjectReference {
 /// Moves a Workload-API plan's seats onto `onto` (a later build of the hostname tree), each to
 /// its node's seat there: member indexes are positions in one build, and nodes joining or
 /// leaving between builds shift them. A seat whose node has left (deleted) is dropped, its
-/// hold given back; its pod, if it has one, is given a seat again when it asks.
-fn move_seats(plan: &mut Plan, onto: &Arc<FlavorTopology>, held: &mut HeldCapacity) {
+/// hold given back; its pod, if it has one, is given a seat again when it asks, unless its
+/// Binding is being written (then it counts as bound on that node: `core_groups`).
+pub(super) fn move_seats(plan: &mut Plan, onto: &Arc<FlavorTopology>, held: &mut HeldCapacity) {
     let from = std::mem::replace(&mut plan.flavor, Arc::clone(onto));
     let seats = std::mem::take(&mut plan.seats);
     for seat in seats {

@@ -524,6 +524,129 @@ fn a_seat_added_after_nodes_changed_lands_on_its_own_node() {
     assert_eq!((b.stats().plans_made, b.stats().seats_held), (1, 3));
 }
 
+/// A plan moved onto a later hostname tree drops the seat whose node left and gives its hold
+/// back; the other seat keeps its pod, its node and its hold, and the pod finds it by uid.
+#[test]
+fn a_seat_whose_node_left_is_dropped_when_its_plan_moves_onto_a_later_tree() {
+    let mut b = two_racks(&filler_pod_yaml("busy", 1, "r2-n2"));
+    b.state
+        .apply_scheduling_group(basic("spread", Some("rack")));
+    let pods = watched_members(&mut b, "spread", 3, 3);
+    let _ = ask(&mut b, &pods[2], Instant::now());
+    let seats_of = |plan: &Plan| -> Vec<(String, Holder)> {
+        (plan.seats.iter())
+            .map(|s| {
+                let node = &plan.flavor.tree.nodes[s.member].name;
+                (node.clone(), s.holder.clone())
+            })
+            .collect()
+    };
+    let before = seats_of(b.book.plans.values().next().expect("one plan"));
+    assert_eq!(before.len(), 2, "{before:?}");
+    // The first seat's node goes, so the kept seat's index moves from 1 to 0.
+    let (gone, kept) = (before[0].0.clone(), before[1].clone());
+    let gone_id = b.state.node_id(&gone).expect("a known node");
+    assert!(b.book.held.at(gone_id).is_some());
+    let kept_hold = held(&b, &kept.0);
+    assert!(b.state.delete_node(&gone));
+    let onto = b.state.hostname_topology();
+
+    let book = &mut b.book;
+    let plan = book.plans.values_mut().next().expect("one plan");
+    crate::plans::scheduling::move_seats(plan, &onto, &mut book.held);
+
+    let plan = b.book.plans.values().next().expect("one plan");
+    assert!(Arc::ptr_eq(&plan.flavor, &onto));
+    assert_eq!(seats_of(plan), std::slice::from_ref(&kept));
+    let Holder::Taken(uid) = &kept.1 else {
+        panic!("a seat taken by its pod: {kept:?}");
+    };
+    assert_eq!(plan.by_uid.len(), 1);
+    assert_eq!(plan.by_uid.get(uid), Some(&0));
+    assert_eq!(
+        b.book.held.at(gone_id),
+        None,
+        "the hold on {gone} given back"
+    );
+    assert_eq!(held(&b, &kept.0), kept_hold);
+}
+
+/// A pod whose Binding is being written lost its seat with its node (the plan moved onto a
+/// later tree when a sibling was seated): it is placed nowhere else while the bind runs (its
+/// node counts as bound for the group), and its commit records it where it was bound, with no
+/// seat of the plan taken for it.
+#[test]
+fn a_pod_being_bound_is_not_seated_again_when_its_seat_went_with_its_node() {
+    let mut b = two_racks("");
+    b.state
+        .apply_scheduling_group(basic("spread", Some("rack")));
+    let pods = watched_members(&mut b, "spread", 2, 3);
+    let t0 = Instant::now();
+    assert_eq!(seat(&mut b, &pods[0], t0), "r1-n1");
+    assert_eq!(seat(&mut b, &pods[1], t0), "r1-n2");
+    let uid0 = pod_uid("spread-0");
+    let ticket = (b.book)
+        .begin_bind(&b.state, "default", "spread-0", &uid0, "r1-n1", t0)
+        .unwrap();
+    // r1-n1 goes and r1-n3 joins rack r1; a third pod is seated (on the room left on r1-n2),
+    // so the plan moves onto the new tree and spread-0's seat is dropped with its node.
+    let mut joined = b.state.node_by_name("r1-n1").unwrap().clone();
+    joined.name = "r1-n3".into();
+    joined.labels.insert(keys::HOSTNAME_LABEL, "r1-n3");
+    assert!(b.state.delete_node("r1-n1"));
+    b.state.apply_node(joined);
+    let names = b.state.node_names();
+    let ask_now = |b: &mut TestBook, pod: &Pod| {
+        watch(b, pod);
+        let (pass, rejected) = ask_book(&mut b.book, &b.state, &names, pod, t0);
+        assert_eq!(pass.len(), 1, "{pass:?} {rejected:?}");
+        pass[0].clone()
+    };
+    assert_eq!(ask_now(&mut b, &member("spread", "spread-2", 1)), "r1-n2");
+    let by_uid = |b: &TestBook| -> Vec<String> {
+        let plan = b.book.plans.values().next().expect("one plan");
+        let mut uids: Vec<String> = plan.by_uid.keys().cloned().collect();
+        uids.sort();
+        uids
+    };
+    assert_eq!(by_uid(&b), [pod_uid("spread-1"), pod_uid("spread-2")]);
+
+    // A fourth pod asks: the group is placed again, and spread-0 with it (r1-n3 has room for
+    // it) unless its bind counts.
+    assert_eq!(ask_now(&mut b, &member("spread", "spread-3", 1)), "r1-n3");
+    assert_eq!(
+        by_uid(&b),
+        [
+            pod_uid("spread-1"),
+            pod_uid("spread-2"),
+            pod_uid("spread-3")
+        ],
+        "spread-0 is being bound: no seat is made for it"
+    );
+
+    // spread-0 itself asks again (a scheduler that gave up waiting on its bind): no seat.
+    let (pass, rejected) = ask_book(&mut b.book, &b.state, &names, &pods[0], t0);
+    assert!(pass.is_empty(), "{pass:?}");
+    assert_eq!(
+        &*rejected.reason,
+        "node(s) other than r1-n1, where the pod is being bound"
+    );
+    assert_eq!(by_uid(&b).len(), 3);
+
+    b.book.commit_bind(&mut b.state, &ticket, t0);
+    let usage = b.state.pod(&uid0).expect("recorded on its node");
+    assert_eq!(b.state.name_of(usage.node), Some("r1-n1"));
+    let plan = b.book.plans.values().next().expect("one plan");
+    assert!(
+        !plan
+            .seats
+            .iter()
+            .any(|s| s.holder == Holder::Bound(uid0.clone())),
+        "{:?}",
+        plan.seats
+    );
+}
+
 /// Test 4: a bound pod of the group fixes its rack, though another rack scores higher.
 #[test]
 fn bound_pods_fix_the_domain_even_where_another_rack_scores_higher() {
