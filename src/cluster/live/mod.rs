@@ -269,15 +269,15 @@ async fn run<K: WatchedKind>(
         match item {
             Ok(watcher::Event::Init) => {
                 listed.clear();
-                K::relist_began(&mut state.write(), Instant::now());
+                K::relist_began(&mut *state.write_soon().await, Instant::now());
             }
             Ok(watcher::Event::InitApply(obj)) => {
                 listed.insert(K::key(&obj));
-                K::apply(&mut state.write(), &obj);
+                K::apply(&mut *state.write_soon().await, &obj);
             }
             Ok(watcher::Event::InitDone) => {
                 let count = listed.len();
-                remove_unlisted::<K>(&state, &std::mem::take(&mut listed));
+                remove_unlisted::<K>(&state, &std::mem::take(&mut listed)).await;
                 status.relists.fetch_add(1, Ordering::Relaxed);
                 if !status.served.swap(true, Ordering::Relaxed) {
                     tracing::info!(kind = K::NAME, "the cluster serves this kind now");
@@ -289,11 +289,11 @@ async fn run<K: WatchedKind>(
                 }
             }
             Ok(watcher::Event::Apply(obj)) => {
-                K::apply(&mut state.write(), &obj);
+                K::apply(&mut *state.write_soon().await, &obj);
                 status.events.fetch_add(1, Ordering::Relaxed);
             }
             Ok(watcher::Event::Delete(obj)) => {
-                K::delete(&mut state.write(), &obj);
+                K::delete(&mut *state.write_soon().await, &obj);
                 status.events.fetch_add(1, Ordering::Relaxed);
             }
             Err(e) => {
@@ -324,13 +324,13 @@ async fn run<K: WatchedKind>(
 }
 
 /// Removes every object of the kind the state holds whose key `listed` does not name.
-fn remove_unlisted<K: WatchedKind>(state: &SharedState, listed: &HashSet<String>) {
+async fn remove_unlisted<K: WatchedKind>(state: &SharedState, listed: &HashSet<String>) {
     let gone: Vec<String> = K::keys(&state.read())
         .into_iter()
         .filter(|k| !listed.contains(k))
         .collect();
     for chunk in gone.chunks(RELIST_CHUNK) {
-        let mut s = state.write();
+        let mut s = state.write_soon().await;
         for key in chunk {
             K::delete_key(&mut s, key);
         }

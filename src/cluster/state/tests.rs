@@ -912,3 +912,42 @@ fn node_churn_with_fresh_names_keeps_the_ids_bounded() {
     assert_eq!(cpu(&s, "c199"), 1000);
     assert_eq!(s.pod_count(), 1);
 }
+
+/// A watch event that comes while a reader holds the state (a tree build) waits without
+/// making the other readers wait behind it (a writer blocked in `write` does: the lock favours
+/// writers), and is applied once the reader lets go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_waiting_for_a_reader_lets_other_readers_in() {
+    let shared = SharedState::new(ClusterState::new());
+    // A tree build on the blocking pool: a read lock held until it is told to end.
+    let (held, release) = (std::sync::mpsc::channel(), std::sync::mpsc::channel::<()>());
+    let building = {
+        let shared = shared.clone();
+        std::thread::spawn(move || {
+            let _read = shared.read();
+            held.0.send(()).expect("the test waits");
+            let _ = release.1.recv();
+        })
+    };
+    held.1.recv().expect("the build holds its read lock");
+    let writer = {
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            shared.write_soon().await.apply_node(node("n0", "r1", 8));
+        })
+    };
+    // The writer has tried and is waiting.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(!writer.is_finished());
+    assert!(
+        shared.inner.try_read().is_ok(),
+        "a request's read gets in beside the build"
+    );
+    release.0.send(()).expect("the build waits");
+    building.join().expect("no panic");
+    tokio::time::timeout(Duration::from_secs(5), writer)
+        .await
+        .expect("the writer gets in once the reader lets go")
+        .expect("no panic");
+    assert!(shared.read().node_id("n0").is_some());
+}
