@@ -448,8 +448,8 @@ impl ClusterState {
         }
         // A cached tree built before a deletion is stale: no request reads it again (it is
         // built anew first), so one that lists a candidate is dropped rather than keeping it
-        // (the Workload-API hostname tree is built only when its requests come). A current
-        // tree lists no deleted node.
+        // (the Workload-API hostname tree too: its next request or the warmer builds it
+        // anew). A current tree lists no deleted node.
         let current = self.topology_generation;
         let trees = self.trees.get_mut().unwrap_or_else(|p| p.into_inner());
         trees.retain(|_, tree| {
@@ -1471,28 +1471,43 @@ impl SharedState {
     /// reader holds it; after [`WRITE_PATIENCE`] it waits as `write` does, so a stream of
     /// readers cannot keep the events out for long.
     pub async fn write_soon(&self) -> RwLockWriteGuard<'_, ClusterState> {
+        self.write_soon_within(WRITE_PATIENCE).await
+    }
+
+    /// [`Self::write_soon`], queueing for the lock after `patience`.
+    pub async fn write_soon_within(
+        &self,
+        patience: Duration,
+    ) -> RwLockWriteGuard<'_, ClusterState> {
         let began = tokio::time::Instant::now();
         loop {
-            match self.inner.try_write() {
-                Ok(guard) => return guard,
-                Err(std::sync::TryLockError::Poisoned(p)) => return p.into_inner(),
-                Err(std::sync::TryLockError::WouldBlock) => {}
+            if let Some(guard) = self.try_write() {
+                return guard;
             }
-            if began.elapsed() >= WRITE_PATIENCE {
+            if began.elapsed() >= patience {
                 return self.write();
             }
             tokio::time::sleep(WRITE_RETRY).await;
+        }
+    }
+
+    /// The write lock if nobody holds the state now.
+    pub fn try_write(&self) -> Option<RwLockWriteGuard<'_, ClusterState>> {
+        match self.inner.try_write() {
+            Ok(guard) => Some(guard),
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
         }
     }
 }
 
 /// How long [`SharedState::write_soon`] waits for a moment without readers before it queues
 /// for the lock (longer than the longest tree build, about 25 ms at 50,000 nodes).
-const WRITE_PATIENCE: Duration = Duration::from_millis(100);
+pub const WRITE_PATIENCE: Duration = Duration::from_millis(100);
 
 /// How long [`SharedState::write_soon`] sleeps between two tries (the timer rounds it up to
 /// its tick, a millisecond).
-const WRITE_RETRY: Duration = Duration::from_micros(200);
+pub const WRITE_RETRY: Duration = Duration::from_micros(200);
 
 mod scheduling;
 #[cfg(test)]

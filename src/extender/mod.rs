@@ -36,7 +36,9 @@ pub use wire::{
 
 use crate::cluster::Cluster;
 use crate::cluster::live::Leadership;
-use crate::cluster::state::{ClusterState, FlavorTopology, SharedState};
+use crate::cluster::state::{
+    ClusterState, FlavorTopology, SharedState, WRITE_PATIENCE, WRITE_RETRY,
+};
 use crate::plans::{
     BindTicket, FilterVerdict, Notice, PlanBook, PlanCounters, PlanStats, Rejection,
 };
@@ -466,15 +468,38 @@ impl Extender {
     /// freed with the API server's reason.
     async fn finish_bind(&self, ticket: BindTicket) -> ExtenderBindingResult {
         let written = self.binder.write(&ticket).await;
-        let mut book = self.lock();
-        // Leadership lost while the Binding was written: the book was cleared; what the API
-        // server accepted shows up through the watch.
-        if !self.leadership.is_leader() {
-            return bind_result(written.map_err(|e| format!("{e} (and leadership was lost)")));
-        }
+        let began = tokio::time::Instant::now();
+        let (mut book, mut state) = loop {
+            let book = self.lock();
+            // Leadership lost while the Binding was written: the book was cleared; what the
+            // API server accepted shows up through the watch.
+            if !self.leadership.is_leader() {
+                return bind_result(written.map_err(|e| format!("{e} (and leadership was lost)")));
+            }
+            if written.is_err() {
+                break (book, None);
+            }
+            // The commit takes the state's write lock as the watches' events do
+            // (`SharedState::write_soon`): never queued behind a tree build's read lock, which
+            // would hold the requests' reads and this runtime thread. The book (always taken
+            // before the state) is let go between tries, so requests go on meanwhile; the
+            // ticket still says whether the bind is this one.
+            if let Some(state) = self.state.try_write() {
+                break (book, Some(state));
+            }
+            if began.elapsed() >= WRITE_PATIENCE {
+                let state = self.state.write();
+                break (book, Some(state));
+            }
+            drop(book);
+            tokio::time::sleep(WRITE_RETRY).await;
+        };
         match written {
             Ok(()) => {
-                book.commit_bind(&mut self.state.write(), &ticket, Instant::now());
+                if let Some(state) = state.as_deref_mut() {
+                    book.commit_bind(state, &ticket, Instant::now());
+                }
+                drop(state);
                 self.forward(&mut book);
                 bind_result(Ok(()))
             }

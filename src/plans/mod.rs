@@ -664,6 +664,10 @@ impl PlanBook {
             self.pods.get_mut(uid)?.seen = now;
             return Some(bound_verdict(candidates, &node));
         }
+        if let Some(node) = seen.binding.and_then(|id| state.name_of(id)) {
+            self.pods.get_mut(uid)?.seen = now;
+            return Some(binding_verdict(candidates, node));
+        }
         // Seated in the plan its PodSet names, none of whose seats sits on a failed node: the
         // full path would keep the plan and the seat.
         let key = self.planned_key(&read.group, &read.pod_set)?;
@@ -712,14 +716,8 @@ impl PlanBook {
             if let Some(node) = seen.bound_to.clone() {
                 return bound_verdict(candidates, &node);
             }
-            // Asked again while its Binding is written (a scheduler that stopped waiting for
-            // the bind): that node, or none; the bind's end says which.
             if let Some(node) = seen.binding.and_then(|id| state.name_of(id)) {
-                return only(
-                    candidates,
-                    &[node],
-                    format!("node(s) other than {node}, where the pod is being bound"),
-                );
+                return binding_verdict(candidates, node);
             }
         }
         if facts.group.kind == WorkloadKind::SchedulingGroup {
@@ -2041,6 +2039,16 @@ fn bound_verdict(candidates: &[&str], node: &str) -> FilterVerdict {
         candidates,
         &[node],
         format!("node(s) other than {node}, where the pod is bound"),
+    )
+}
+
+/// A pod asked about again while its Binding is written (a scheduler that stopped waiting
+/// for the bind): that node, or none; the bind's end says which.
+fn binding_verdict(candidates: &[&str], node: &str) -> FilterVerdict {
+    only(
+        candidates,
+        &[node],
+        format!("node(s) other than {node}, where the pod is being bound"),
     )
 }
 

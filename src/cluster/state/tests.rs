@@ -918,6 +918,7 @@ fn node_churn_with_fresh_names_keeps_the_ids_bounded() {
 /// writers), and is applied once the reader lets go.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_writer_waiting_for_a_reader_lets_other_readers_in() {
+    use std::sync::atomic::AtomicBool;
     let shared = SharedState::new(ClusterState::new());
     // A tree build on the blocking pool: a read lock held until it is told to end.
     let (held, release) = (std::sync::mpsc::channel(), std::sync::mpsc::channel::<()>());
@@ -930,22 +931,37 @@ async fn a_writer_waiting_for_a_reader_lets_other_readers_in() {
         })
     };
     held.1.recv().expect("the build holds its read lock");
+    // The writer says when it has tried and is waiting (patience far beyond the test's
+    // length, so a slow machine cannot make it queue for the lock).
+    let waiting = Arc::new(AtomicBool::new(false));
     let writer = {
-        let shared = shared.clone();
+        let (shared, waiting) = (shared.clone(), waiting.clone());
         tokio::spawn(async move {
-            shared.write_soon().await.apply_node(node("n0", "r1", 8));
+            let mut write = std::pin::pin!(shared.write_soon_within(Duration::from_secs(600)));
+            let mut guard = std::future::poll_fn(|cx| {
+                let poll = write.as_mut().poll(cx);
+                waiting.store(poll.is_pending(), Ordering::SeqCst);
+                poll
+            })
+            .await;
+            guard.apply_node(node("n0", "r1", 8));
         })
     };
-    // The writer has tried and is waiting.
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    assert!(!writer.is_finished());
+    let began = Instant::now();
+    while !waiting.load(Ordering::SeqCst) {
+        assert!(
+            began.elapsed() < Duration::from_secs(10),
+            "the writer never waited (it blocked, or was never run)"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
     assert!(
         shared.inner.try_read().is_ok(),
         "a request's read gets in beside the build"
     );
     release.0.send(()).expect("the build waits");
     building.join().expect("no panic");
-    tokio::time::timeout(Duration::from_secs(5), writer)
+    tokio::time::timeout(Duration::from_secs(10), writer)
         .await
         .expect("the writer gets in once the reader lets go")
         .expect("no panic");
