@@ -469,7 +469,7 @@ impl Extender {
     async fn finish_bind(&self, ticket: BindTicket) -> ExtenderBindingResult {
         let written = self.binder.write(&ticket).await;
         let began = tokio::time::Instant::now();
-        let (mut book, mut state) = loop {
+        let (mut book, state) = loop {
             let book = self.lock();
             // Leadership lost while the Binding was written: the book was cleared; what the
             // API server accepted shows up through the watch.
@@ -496,10 +496,9 @@ impl Extender {
         };
         match written {
             Ok(()) => {
-                if let Some(state) = state.as_deref_mut() {
-                    book.commit_bind(state, &ticket, Instant::now());
+                if let Some(mut state) = state {
+                    book.commit_bind(&mut state, &ticket, Instant::now());
                 }
-                drop(state);
                 self.forward(&mut book);
                 bind_result(Ok(()))
             }

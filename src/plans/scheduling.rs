@@ -27,7 +27,7 @@ use super::{
 use crate::cluster::WorkloadKind;
 use crate::cluster::group::GroupKey;
 use crate::cluster::scheduling_groups::{Policy, SchedulingGroup, pending_pod};
-use crate::cluster::state::{ClusterState, FlavorTopology, NodeId, SchedulingTree};
+use crate::cluster::state::{ClusterState, FlavorTopology, SchedulingTree};
 use crate::topology::podgroup::{self, Decision, PendingPod};
 use crate::topology::resources::PODS;
 use crate::topology::{PodSetSpec, ResourceList};
@@ -410,7 +410,7 @@ impl PlanBook {
                 // A pod whose Binding is being written is on its node already, seat or not (a
                 // seat whose node left is dropped when the plan moves, `move_seats`): it is
                 // placed nowhere else, and counts as bound there.
-                if let Some(node) = self.binding_node(uid) {
+                if let Some(node) = self.pods.get(uid).and_then(|p| p.binding) {
                     bound.extend(state.name_of(node).map(str::to_string));
                     continue;
                 }
@@ -451,11 +451,6 @@ impl PlanBook {
             });
         }
         (groups, inputs)
-    }
-
-    /// The node a Binding is being written to for the pod `uid`, if one is.
-    fn binding_node(&self, uid: &str) -> Option<NodeId> {
-        self.pods.get(uid).and_then(|p| p.binding)
     }
 
     /// Seats the pods `decision` placed: one seat per pod on its node, taken by that pod, in

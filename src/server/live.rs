@@ -166,10 +166,10 @@ const WARM_REST: u32 = 9;
 /// trees are built again here (on the blocking pool, under the read lock as a request would),
 /// so that the extender's next call finds its tree rather than building it (1–3 ms at 15,000
 /// nodes, 5–12 ms at 50,000); the Workload-API hostname tree too while such groups are known
-/// (the first of their pods builds it, the warmer keeps it after that). The generation is checked every [`WARM_CHECK`], but after a
-/// pass no other starts for [`WARM_REST`] times what it spent building: changes coming
-/// faster are built for once; a request that comes before the warmer still builds the tree
-/// itself, as without it.
+/// (the first of their pods builds it, the warmer keeps it after that). The generation is
+/// checked every [`WARM_CHECK`], but after a pass no other starts for [`WARM_REST`] times what
+/// it spent building: changes coming faster are built for once; a request that comes before
+/// the warmer still builds the tree itself, as without it.
 async fn get_ready_and_keep_trees_warm(
     state: SharedState,
     readiness: Readiness,
@@ -224,16 +224,16 @@ async fn warm(state: &SharedState) -> (u64, Duration) {
             (s.topology_generation(), flavors)
         };
         let (mut built, mut busy) = (0, Duration::ZERO);
-        for name in &flavors {
+        // Each flavor's tree, then the Workload-API hostname tree (`None`).
+        for name in flavors.iter().map(Some).chain([None]) {
             let s = shared.read();
             let started = std::time::Instant::now();
-            built += usize::from(s.warm_tree(name));
+            built += usize::from(match name {
+                Some(name) => s.warm_tree(name),
+                None => s.warm_hostname_tree(),
+            });
             busy += started.elapsed();
         }
-        let s = shared.read();
-        let started = std::time::Instant::now();
-        built += usize::from(s.warm_hostname_tree());
-        busy += started.elapsed();
         (generation, built, busy)
     })
     .await;
