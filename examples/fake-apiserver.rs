@@ -33,6 +33,8 @@
 //! Once the fake is filled it listens on `--listen`, writes `--kubeconfig-out` (server
 //! `http://ADDR`, no auth; written to a temporary name then renamed, so a reader never sees half
 //! a file) and prints `serving N nodes, M pods on ADDR` to stderr. It runs until killed.
+//! `POST /fake/compact` forgets the history as a compaction does: every open watch ends with
+//! 410 Gone, so its client lists the whole collection again.
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -92,6 +94,10 @@ struct Args {
     #[arg(long, value_name = "FILE")]
     kubeconfig_out: PathBuf,
 }
+
+/// `POST` here forgets the fake's history, as an etcd compaction does: every open watch ends
+/// with 410 Gone and its client lists again (to measure a relist under load).
+const COMPACT_ROUTE: &str = "/fake/compact";
 
 /// Allocatable CPU of a node, in millicores (a 32-core machine less the kubelet's reserve).
 const NODE_CPU_MILLIS: u32 = 31_850;
@@ -162,7 +168,16 @@ async fn run(args: Args) -> Result<(), String> {
             }
         }
     }
-    let router = Pages::router(&fake);
+    let router = Pages::router(&fake).route(
+        COMPACT_ROUTE,
+        axum::routing::post({
+            let fake = fake.clone();
+            move || async move {
+                fake.compact();
+                StatusCode::NO_CONTENT
+            }
+        }),
+    );
     for uri in WARM {
         let request = Request::get(*uri).body(Body::empty());
         let request = request.map_err(|e| format!("warm-up request {uri}: {e}"))?;

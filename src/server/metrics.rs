@@ -19,7 +19,8 @@
 //!   its pods, as its last tree built says (a scrape builds no tree);
 //! * `kube_tas_topology_tree_builds_total`: flavor trees built since start;
 //! * in live mode, per watched kind: `kube_tas_watch_errors_total{kind}`,
-//!   `kube_tas_watch_events_total{kind}`, `kube_tas_watch_relists_total{kind}`,
+//!   `kube_tas_watch_events_total{kind}`, `kube_tas_watch_writes_total{kind}` (write locks
+//!   taken for them), `kube_tas_watch_relists_total{kind}`,
 //!   `kube_tas_watch_synced{kind}` (1 once its first list is applied) and
 //!   `kube_tas_watch_served{kind}` (0 while the cluster answers 404: a CRD not installed);
 //!   and `kube_tas_leader` (1 while this replica plans and binds).
@@ -512,7 +513,7 @@ fn encode_watches(
     watches: &WatchStatus,
 ) -> Result<(), std::fmt::Error> {
     type Read = fn(&crate::cluster::live::KindStatus) -> u64;
-    let counters: [(&str, &str, Read); 3] = [
+    let counters: [(&str, &str, Read); 4] = [
         (
             "watch_errors",
             "Watch errors, by kind (retried with backoff)",
@@ -521,6 +522,12 @@ fn encode_watches(
         ("watch_events", "Watch events applied, by kind", |k| {
             k.events()
         }),
+        (
+            "watch_writes",
+            "State write locks taken for listed objects and events, by kind (what a watch \
+             holds at once goes in under one)",
+            |k| k.writes(),
+        ),
         ("watch_relists", "Complete lists applied, by kind", |k| {
             k.relists()
         }),
