@@ -279,12 +279,12 @@ async fn run<K: WatchedKind>(
         };
         match step {
             Step::Change(change) => {
-                batch.push(change);
+                batch.push(change.noted_in(&mut listed));
                 // What the stream already holds (the rest of a list page, the events of one
                 // chunk) joins the batch, taken before the lock (a poll may parse a page).
                 while batch.len() < BURST {
                     match stream.next().now_or_never().map(Step::of) {
-                        Some(Step::Change(change)) => batch.push(change),
+                        Some(Step::Change(change)) => batch.push(change.noted_in(&mut listed)),
                         Some(step) => {
                             carried = Some(step);
                             break;
@@ -295,7 +295,7 @@ async fn run<K: WatchedKind>(
                 let mut s = state.write_soon().await;
                 status.writes.fetch_add(1, Ordering::Relaxed);
                 for change in batch.drain(..) {
-                    change.apply(&mut s, &mut listed, &status);
+                    change.apply(&mut s, &status);
                 }
             }
             Step::ListBegan => {
@@ -347,7 +347,7 @@ async fn run<K: WatchedKind>(
 }
 
 /// At most this many changes a watch already holds are applied under one write lock (a pod
-/// from its API object takes 3–7 µs, so a reader waits a few hundred µs at most): a watch
+/// from its API object takes 3–7 µs, so one burst holds the lock a few hundred µs): a watch
 /// that found the lock held sleeps a timer tick ([`SharedState::write_soon`]), and what came
 /// meanwhile then goes in at once rather than each change waiting a tick of its own.
 pub const BURST: usize = 64;
@@ -391,13 +391,19 @@ enum Change<K> {
 }
 
 impl<K: WatchedKind> Change<K> {
-    /// Applies the change; a listed object's key joins `listed`, a watch event is counted.
-    fn apply(self, state: &mut ClusterState, listed: &mut HashSet<String>, status: &KindStatus) {
+    /// The change, its object's key added to `listed` if a list in progress names it (done
+    /// before the write lock is taken: the set grows by rehashing during a big list).
+    fn noted_in(self, listed: &mut HashSet<String>) -> Self {
+        if let Change::Listed(obj) = &self {
+            listed.insert(K::key(obj));
+        }
+        self
+    }
+
+    /// Applies the change; a watch event is counted.
+    fn apply(self, state: &mut ClusterState, status: &KindStatus) {
         match self {
-            Change::Listed(obj) => {
-                listed.insert(K::key(&obj));
-                K::apply(state, &obj);
-            }
+            Change::Listed(obj) => K::apply(state, &obj),
             Change::Applied(obj) => {
                 K::apply(state, &obj);
                 status.events.fetch_add(1, Ordering::Relaxed);
