@@ -762,6 +762,79 @@ async fn events_a_watch_holds_at_once_go_in_under_one_write_lock() {
     live.watches.stop().await;
 }
 
+/// The node-id sweep takes the plan book and the state's write lock as the watches take the
+/// lock: while a reader holds the state (a tree build), it waits holding neither the book nor
+/// a place in the lock's queue, so a request (the book, then a read of the state) goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_node_id_sweep_waits_for_a_tree_build_without_holding_up_requests() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, mpsc};
+
+    /// Lets the reader go when dropped, on success or when an assertion fails.
+    struct Release(mpsc::Sender<()>);
+    impl Drop for Release {
+        fn drop(&mut self) {
+            let _ = self.0.send(());
+        }
+    }
+
+    let live = Live::start(with_objects(two_racks())).await;
+    let extender = live.extender();
+    let (held_tx, held_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel();
+    let building = {
+        let state = live.state.clone();
+        std::thread::spawn(move || {
+            let _read = state.read();
+            held_tx.send(()).expect("the test waits");
+            let _ = release_rx.recv();
+        })
+    };
+    let release = Release(release_tx);
+    held_rx.recv().expect("the build holds its read lock");
+    let waiting = Arc::new(AtomicBool::new(false));
+    let sweep = {
+        let (extender, waiting) = (extender.clone(), waiting.clone());
+        tokio::spawn(async move {
+            let mut sweep = std::pin::pin!(extender.reclaim_node_ids());
+            std::future::poll_fn(|cx| {
+                let poll = sweep.as_mut().poll(cx);
+                waiting.store(poll.is_pending(), Ordering::SeqCst);
+                poll
+            })
+            .await
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !waiting.load(Ordering::SeqCst) {
+        assert!(
+            Instant::now() < deadline,
+            "the sweep never waited (it blocked)"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let request = {
+        let extender = extender.clone();
+        std::thread::spawn(move || extender.with_book(|_, state| state.node_count()))
+    };
+    while !request.is_finished() {
+        assert!(
+            Instant::now() < deadline,
+            "a request waits behind the sweep (the book held, or a writer queued)"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert_eq!(request.join().expect("no panic"), 4);
+    drop(release);
+    building.join().expect("no panic");
+    let reclaimed = tokio::time::timeout(Duration::from_secs(10), sweep)
+        .await
+        .expect("the sweep ends once the build lets go")
+        .expect("no panic");
+    assert_eq!(reclaimed, 0, "no node was deleted");
+    live.watches.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_webhook_sees_a_job_created_after_startup() {
     let live = Live::start(with_objects(two_racks())).await;

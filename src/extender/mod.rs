@@ -15,7 +15,7 @@
 //! `0/N nodes are available: ...` tally is complete.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::List;
@@ -468,32 +468,19 @@ impl Extender {
     /// freed with the API server's reason.
     async fn finish_bind(&self, ticket: BindTicket) -> ExtenderBindingResult {
         let written = self.binder.write(&ticket).await;
-        let began = tokio::time::Instant::now();
-        let (mut book, state) = loop {
-            let book = self.lock();
-            // Leadership lost while the Binding was written: the book was cleared; what the
-            // API server accepted shows up through the watch.
-            if !self.leadership.is_leader() {
-                return bind_result(written.map_err(|e| format!("{e} (and leadership was lost)")));
+        // A refused Binding changes only the book; an accepted one commits to the state too.
+        let (mut book, state) = match written {
+            Ok(()) => {
+                let (book, state) = self.book_and_state_soon().await;
+                (book, Some(state))
             }
-            if written.is_err() {
-                break (book, None);
-            }
-            // The commit takes the state's write lock as the watches' events do
-            // (`SharedState::write_soon`): never queued behind a tree build's read lock, which
-            // would hold the requests' reads and this runtime thread. The book (always taken
-            // before the state) is let go between tries, so requests go on meanwhile; the
-            // ticket still says whether the bind is this one.
-            if let Some(state) = self.state.try_write() {
-                break (book, Some(state));
-            }
-            if began.elapsed() >= WRITE_PATIENCE {
-                let state = self.state.write();
-                break (book, Some(state));
-            }
-            drop(book);
-            tokio::time::sleep(WRITE_RETRY).await;
+            Err(_) => (self.lock(), None),
         };
+        // Leadership lost while the Binding was written: the book was cleared; what the API
+        // server accepted shows up through the watch.
+        if !self.leadership.is_leader() {
+            return bind_result(written.map_err(|e| format!("{e} (and leadership was lost)")));
+        }
         match written {
             Ok(()) => {
                 if let Some(mut state) = state {
@@ -530,11 +517,33 @@ impl Extender {
 
     /// Gives back the ids of deleted nodes that neither the state nor the plan book refers to
     /// any more ([`ClusterState::reclaim_node_ids`]); how many. Holds the book, then the
-    /// state's write lock, for one pass over the deleted nodes and the plans' trees.
-    pub fn reclaim_node_ids(&self) -> usize {
-        let book = self.lock();
-        let mut state = self.state.write();
+    /// state's write lock ([`Self::book_and_state_soon`]), for one pass over the deleted nodes
+    /// and the plans' trees.
+    pub async fn reclaim_node_ids(&self) -> usize {
+        let (book, mut state) = self.book_and_state_soon().await;
         state.reclaim_node_ids(|candidates| book.node_ids_in_use(candidates))
+    }
+
+    /// The plan book and the state's write lock (always in that order), taken as the watches'
+    /// events take theirs ([`SharedState::write_soon`]): never queued behind a reader such as a
+    /// tree build's, which would hold up every request's read, the book (every `filter` takes
+    /// it) and the caller's thread until the build ends. The book is let go between tries, so
+    /// requests go on meanwhile; after [`WRITE_PATIENCE`] the state's lock is waited for.
+    async fn book_and_state_soon(
+        &self,
+    ) -> (MutexGuard<'_, PlanBook>, RwLockWriteGuard<'_, ClusterState>) {
+        let began = tokio::time::Instant::now();
+        loop {
+            let book = self.lock();
+            if let Some(state) = self.state.try_write() {
+                return (book, state);
+            }
+            if began.elapsed() >= WRITE_PATIENCE {
+                return (book, self.state.write());
+            }
+            drop(book);
+            tokio::time::sleep(WRITE_RETRY).await;
+        }
     }
 
     /// A flavor's tree at the state's current generation.

@@ -293,10 +293,11 @@ async fn reclaim_node_ids(extender: Extender, interval: Duration, cancel: Cancel
             () = tokio::time::sleep(interval) => {}
         }
         let e = extender.clone();
-        // Off the runtime's threads: the write lock may wait for a tree build's read lock.
-        let sweep = tokio::task::spawn_blocking(move || {
+        // A task of its own, so that a panic in the pass (a bug) is logged and the sweep goes
+        // on; the pass waits for the locks without holding a thread.
+        let sweep = tokio::spawn(async move {
             let began = std::time::Instant::now();
-            (e.reclaim_node_ids(), began.elapsed())
+            (e.reclaim_node_ids().await, began.elapsed())
         });
         match sweep.await {
             Ok((0, _)) => {}
