@@ -520,7 +520,12 @@ impl Extender {
     /// state's write lock ([`Self::book_and_state_soon`]), for one pass over the deleted nodes
     /// and the plans' trees.
     pub async fn reclaim_node_ids(&self) -> usize {
-        let (book, mut state) = self.book_and_state_soon().await;
+        self.reclaim_node_ids_within(WRITE_PATIENCE).await
+    }
+
+    /// [`Self::reclaim_node_ids`], queueing for the state's lock after `patience`.
+    pub async fn reclaim_node_ids_within(&self, patience: Duration) -> usize {
+        let (book, mut state) = self.book_and_state_within(patience).await;
         state.reclaim_node_ids(|candidates| book.node_ids_in_use(candidates))
     }
 
@@ -532,13 +537,21 @@ impl Extender {
     async fn book_and_state_soon(
         &self,
     ) -> (MutexGuard<'_, PlanBook>, RwLockWriteGuard<'_, ClusterState>) {
+        self.book_and_state_within(WRITE_PATIENCE).await
+    }
+
+    /// [`Self::book_and_state_soon`], queueing for the state's lock after `patience`.
+    async fn book_and_state_within(
+        &self,
+        patience: Duration,
+    ) -> (MutexGuard<'_, PlanBook>, RwLockWriteGuard<'_, ClusterState>) {
         let began = tokio::time::Instant::now();
         loop {
             let book = self.lock();
             if let Some(state) = self.state.try_write() {
                 return (book, state);
             }
-            if began.elapsed() >= WRITE_PATIENCE {
+            if began.elapsed() >= patience {
                 return (book, self.state.write());
             }
             drop(book);
