@@ -1479,14 +1479,28 @@ impl SharedState {
         &self,
         patience: Duration,
     ) -> RwLockWriteGuard<'_, ClusterState> {
+        self.write_soon_after(patience, || ()).await.1
+    }
+
+    /// [`Self::write_soon_within`] for a caller that holds another lock first (the plan book,
+    /// always taken before the state): `first` takes it at each try, and what it returned is
+    /// let go before the sleep between tries, so the caller's other lock is not held while the
+    /// state is waited for.
+    pub async fn write_soon_after<G>(
+        &self,
+        patience: Duration,
+        mut first: impl FnMut() -> G,
+    ) -> (G, RwLockWriteGuard<'_, ClusterState>) {
         let began = tokio::time::Instant::now();
         loop {
+            let held = first();
             if let Some(guard) = self.try_write() {
-                return guard;
+                return (held, guard);
             }
             if began.elapsed() >= patience {
-                return self.write();
+                return (held, self.write());
             }
+            drop(held);
             tokio::time::sleep(WRITE_RETRY).await;
         }
     }

@@ -36,9 +36,7 @@ pub use wire::{
 
 use crate::cluster::Cluster;
 use crate::cluster::live::Leadership;
-use crate::cluster::state::{
-    ClusterState, FlavorTopology, SharedState, WRITE_PATIENCE, WRITE_RETRY,
-};
+use crate::cluster::state::{ClusterState, FlavorTopology, SharedState, WRITE_PATIENCE};
 use crate::plans::{
     BindTicket, FilterVerdict, Notice, PlanBook, PlanCounters, PlanStats, Rejection,
 };
@@ -471,7 +469,7 @@ impl Extender {
         // A refused Binding changes only the book; an accepted one commits to the state too.
         let (mut book, state) = match written {
             Ok(()) => {
-                let (book, state) = self.book_and_state_soon().await;
+                let (book, state) = self.book_and_state(WRITE_PATIENCE).await;
                 (book, Some(state))
             }
             Err(_) => (self.lock(), None),
@@ -517,7 +515,7 @@ impl Extender {
 
     /// Gives back the ids of deleted nodes that neither the state nor the plan book refers to
     /// any more ([`ClusterState::reclaim_node_ids`]); how many. Holds the book, then the
-    /// state's write lock ([`Self::book_and_state_soon`]), for one pass over the deleted nodes
+    /// state's write lock ([`Self::book_and_state`]), for one pass over the deleted nodes
     /// and the plans' trees.
     pub async fn reclaim_node_ids(&self) -> usize {
         self.reclaim_node_ids_within(WRITE_PATIENCE).await
@@ -525,38 +523,21 @@ impl Extender {
 
     /// [`Self::reclaim_node_ids`], queueing for the state's lock after `patience`.
     pub async fn reclaim_node_ids_within(&self, patience: Duration) -> usize {
-        let (book, mut state) = self.book_and_state_within(patience).await;
+        let (book, mut state) = self.book_and_state(patience).await;
         state.reclaim_node_ids(|candidates| book.node_ids_in_use(candidates))
     }
 
     /// The plan book and the state's write lock (always in that order), taken as the watches'
-    /// events take theirs ([`SharedState::write_soon`]): never queued behind a reader such as a
-    /// tree build's, which would hold up every request's read, the book (every `filter` takes
-    /// it) and the caller's thread until the build ends. The book is let go between tries, so
-    /// requests go on meanwhile; after [`WRITE_PATIENCE`] the state's lock is waited for.
-    async fn book_and_state_soon(
-        &self,
-    ) -> (MutexGuard<'_, PlanBook>, RwLockWriteGuard<'_, ClusterState>) {
-        self.book_and_state_within(WRITE_PATIENCE).await
-    }
-
-    /// [`Self::book_and_state_soon`], queueing for the state's lock after `patience`.
-    async fn book_and_state_within(
+    /// events take theirs ([`SharedState::write_soon_after`]): never queued behind a reader
+    /// such as a tree build's, which would hold up every request's read, the book (every
+    /// `filter` takes it) and the caller's thread until the build ends. The book is let go
+    /// between tries, so requests go on meanwhile; after `patience` the state's lock is waited
+    /// for.
+    async fn book_and_state(
         &self,
         patience: Duration,
     ) -> (MutexGuard<'_, PlanBook>, RwLockWriteGuard<'_, ClusterState>) {
-        let began = tokio::time::Instant::now();
-        loop {
-            let book = self.lock();
-            if let Some(state) = self.state.try_write() {
-                return (book, state);
-            }
-            if began.elapsed() >= patience {
-                return (book, self.state.write());
-            }
-            drop(book);
-            tokio::time::sleep(WRITE_RETRY).await;
-        }
+        self.state.write_soon_after(patience, || self.lock()).await
     }
 
     /// A flavor's tree at the state's current generation.
