@@ -724,9 +724,12 @@ impl ClusterState {
         true
     }
 
-    /// A pod that finished `Succeeded`: its usage is given back and nothing is remembered
-    /// (no pod is recreated for it).
-    pub fn remove_succeeded_pod(&mut self, uid: &str) -> bool {
+    /// A pod gone whose place no successor takes: its usage is given back and nothing is
+    /// remembered. One that finished `Succeeded` (no pod is recreated for it), and one a relist
+    /// no longer shows: it may have succeeded meanwhile as well as been deleted (the pod watch
+    /// lists no finished pod), and remembering it as departed would pin the group's next pod,
+    /// a fresh one perhaps, to its node.
+    pub fn remove_pod_not_replaced(&mut self, uid: &str) -> bool {
         let uid = PodUid::new(uid);
         self.removed.insert(uid.clone(), Instant::now());
         let Some(p) = self.take_pod(&uid) else {

@@ -146,7 +146,7 @@ fn a_bind_answered_after_its_pod_is_gone_records_nothing() {
     s.apply_bound_pod(&pod("deleted", "n1", 1, None));
     assert!(s.remove_pod("deleted"));
     s.apply_bound_pod(&pod("succeeded", "n1", 1, None));
-    assert!(s.remove_succeeded_pod("succeeded"));
+    assert!(s.remove_pod_not_replaced("succeeded"));
     s.assume("deleted", usage.clone());
     s.assume("succeeded", usage.clone());
     assert!(s.pod("deleted").is_none() && s.pod("succeeded").is_none());
@@ -378,7 +378,7 @@ fn a_pod_succeeded_or_already_replaced_leaves_nothing_to_replace() {
     }
     s.apply_bound_pod(&indexed("a0", 0, "n1"));
     s.apply_bound_pod(&indexed("a1", 1, "n2"));
-    assert!(s.remove_succeeded_pod("a1"));
+    assert!(s.remove_pod_not_replaced("a1"));
     assert!(s.departed(&train()).is_empty());
     // Pod 0 is being deleted while its successor already runs: when it goes, nothing is left.
     let terminating = BoundPod {
