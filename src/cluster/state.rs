@@ -262,6 +262,8 @@ pub struct ClusterState {
     scheduling_generation: u64,
     /// Moves whenever a pod starts or stops holding capacity.
     usage_generation: u64,
+    /// Moves whenever what a workload is read or routed from changes.
+    workloads_generation: u64,
 }
 
 impl ClusterState {
@@ -887,8 +889,11 @@ impl ClusterState {
 
     /// An unfinished Job, as a workload (its gang size and template).
     pub fn apply_job(&mut self, namespace: &str, name: &str, workload: Workload) {
-        self.jobs
-            .insert((namespace.to_string(), name.to_string()), workload);
+        let key = (namespace.to_string(), name.to_string());
+        if self.jobs.get(&key) != Some(&workload) {
+            self.jobs.insert(key, workload);
+            self.workloads_generation += 1;
+        }
     }
 
     /// A Job deleted or finished.
@@ -899,23 +904,32 @@ impl ClusterState {
             namespace: namespace.to_string(),
             name: name.to_string(),
         });
-        self.jobs
+        let removed = self
+            .jobs
             .remove(&(namespace.to_string(), name.to_string()))
-            .is_some()
+            .is_some();
+        self.workloads_generation += u64::from(removed);
+        removed
     }
 
     /// A Kueue Workload added or changed, standing for `owner` (its controller Job or JobSet).
     pub fn apply_kueue_workload(&mut self, key: &str, owner: Option<GroupKey>) {
+        if self.kueue_workloads.get(key) == Some(&owner) {
+            return;
+        }
         self.delete_kueue_workload(key);
         if let Some(group) = &owner {
             *self.kueue_managed.entry(group.clone()).or_default() += 1;
         }
         self.kueue_workloads.insert(key.to_string(), owner);
+        self.workloads_generation += 1;
     }
 
     /// The Kueue Workload `namespace/name` is gone.
     pub fn delete_kueue_workload(&mut self, key: &str) {
-        if let Some(Some(group)) = self.kueue_workloads.remove(key)
+        let removed = self.kueue_workloads.remove(key);
+        self.workloads_generation += u64::from(removed.is_some());
+        if let Some(Some(group)) = removed
             && let Some(n) = self.kueue_managed.get_mut(&group)
         {
             *n -= 1;
@@ -939,6 +953,7 @@ impl ClusterState {
     /// A full Job list (a relist).
     pub fn replace_jobs(&mut self, jobs: BTreeMap<(String, String), Workload>) {
         self.jobs = jobs;
+        self.workloads_generation += 1;
     }
 
     /// `(namespace, name)` of every unfinished Job.
@@ -953,12 +968,17 @@ impl ClusterState {
 
     /// A JobSet or LeaderWorkerSet, under the set's own key.
     pub fn apply_set(&mut self, key: GroupKey, entry: SetEntry) {
-        self.sets.insert(key, entry);
+        if self.sets.get(&key) != Some(&entry) {
+            self.sets.insert(key, entry);
+            self.workloads_generation += 1;
+        }
     }
 
     /// A JobSet or LeaderWorkerSet deleted (or a JobSet finished).
     pub fn delete_set(&mut self, key: &GroupKey) -> bool {
-        self.sets.remove(key).is_some()
+        let removed = self.sets.remove(key).is_some();
+        self.workloads_generation += u64::from(removed);
+        removed
     }
 
     /// The keys of every set of `kind` (JobSet or LeaderWorkerSet).
@@ -977,7 +997,10 @@ impl ClusterState {
             namespace: workload.namespace.clone(),
             name: workload.name.clone(),
         };
-        self.pod_groups.insert(key, workload);
+        if self.pod_groups.get(&key) != Some(&workload) {
+            self.pod_groups.insert(key, workload);
+            self.workloads_generation += 1;
+        }
     }
 
     /// A pending pod of a plain pod group (added or changed).
@@ -1113,6 +1136,7 @@ impl ClusterState {
     fn kueue_changed(&mut self) {
         self.topology_generation += 1;
         self.capacity_generation += 1;
+        self.workloads_generation += 1;
         self.keep_only_tas_flavors();
     }
 
@@ -1167,26 +1191,34 @@ impl ClusterState {
 
     /// A ClusterQueue added or changed.
     pub fn apply_cluster_queue(&mut self, name: &str, q: ClusterQueue) {
-        self.kueue.cluster_queues.insert(name.to_string(), q);
+        if self.kueue.cluster_queues.get(name) != Some(&q) {
+            self.kueue.cluster_queues.insert(name.to_string(), q);
+            self.workloads_generation += 1;
+        }
     }
 
     /// A ClusterQueue deleted.
     pub fn delete_cluster_queue(&mut self, name: &str) {
-        self.kueue.cluster_queues.remove(name);
+        if self.kueue.cluster_queues.remove(name).is_some() {
+            self.workloads_generation += 1;
+        }
     }
 
     /// A LocalQueue added or changed.
     pub fn apply_local_queue(&mut self, namespace: &str, name: &str, q: LocalQueue) {
-        self.kueue
-            .local_queues
-            .insert((namespace.to_string(), name.to_string()), q);
+        let key = (namespace.to_string(), name.to_string());
+        if self.kueue.local_queues.get(&key) != Some(&q) {
+            self.kueue.local_queues.insert(key, q);
+            self.workloads_generation += 1;
+        }
     }
 
     /// A LocalQueue deleted.
     pub fn delete_local_queue(&mut self, namespace: &str, name: &str) {
-        self.kueue
-            .local_queues
-            .remove(&(namespace.to_string(), name.to_string()));
+        let key = (namespace.to_string(), name.to_string());
+        if self.kueue.local_queues.remove(&key).is_some() {
+            self.workloads_generation += 1;
+        }
     }
 
     /// Replaces every object of one Kueue kind (a relist).
@@ -1219,6 +1251,14 @@ impl ClusterState {
     /// Moves whenever a pod starts or stops holding capacity (usage changed either way).
     pub fn usage_generation(&self) -> u64 {
         self.usage_generation
+    }
+
+    /// Moves whenever what a workload is read or routed from is added, changed or removed: a
+    /// Job, a JobSet or LeaderWorkerSet, a plain pod group's PodSets, a Kueue Workload
+    /// standing for a group, a ClusterQueue or LocalQueue (and every Kueue change). A
+    /// remembered "does not fit" of a workload is stale then: it may now be another one.
+    pub fn workloads_generation(&self) -> u64 {
+        self.workloads_generation
     }
 
     /// A ResourceFlavor's tree at the current topology generation, built on first use; `None`

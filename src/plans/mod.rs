@@ -260,13 +260,28 @@ struct UnitFailure {
 /// A plan that did not fit, remembered until capacity is given back.
 #[derive(Debug, Clone)]
 struct Failure {
-    generations: (u64, u64),
+    /// What it was decided on: asked again with any of it changed, the workload is tried anew.
+    stamp: FailureStamp,
     /// A replacement tried once (`TASFailedNodeReplacementFailFast`): not tried again while
     /// pods of the group run, whatever capacity does.
     given_up: bool,
     /// The engine's words (Kueue's message).
     message: String,
     rejection: Rejection,
+}
+
+/// What a workload's "does not fit" was decided on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct FailureStamp {
+    /// [`ClusterState::capacity_generation`]: capacity given back.
+    capacity: u64,
+    /// [`PlanBook`]'s own generation: holds given back.
+    book: u64,
+    /// [`ClusterState::workloads_generation`]: the workload itself, or its routing, changed
+    /// (a Job re-created smaller under its name, a ClusterQueue given another flavor).
+    workloads: u64,
+    /// The failed nodes its pods were replaced for, by name (`,`-joined).
+    failed: String,
 }
 
 /// Who sits in a seat.
@@ -1156,9 +1171,14 @@ impl PlanBook {
         now: Instant,
         owner: Option<&ObjectReference>,
     ) -> Result<(), Rejection> {
-        let generations = (state.capacity_generation(), self.generation);
+        let stamp = FailureStamp {
+            capacity: state.capacity_generation(),
+            book: self.generation,
+            workloads: state.workloads_generation(),
+            failed: node_names(failed),
+        };
         if let Some(f) = self.failures.get(group)
-            && (f.given_up || f.generations == generations)
+            && (f.given_up || f.stamp == stamp)
         {
             return Err(f.rejection.clone());
         }
@@ -1272,7 +1292,7 @@ impl PlanBook {
                     self.failures.insert(
                         group.clone(),
                         Failure {
-                            generations,
+                            stamp,
                             given_up,
                             message: failure.message,
                             rejection: rejection.clone(),

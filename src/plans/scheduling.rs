@@ -639,7 +639,7 @@ impl PlanBook {
         self.failures.insert(
             group.clone(),
             super::Failure {
-                generations: (0, 0),
+                stamp: super::FailureStamp::default(),
                 given_up: false,
                 message,
                 rejection: rejection.clone(),

@@ -605,6 +605,37 @@ fn a_gang_that_can_never_fit_is_unresolvable() {
     assert_eq!(b.stats().seats_held, 0);
 }
 
+/// A remembered "does not fit" is of one workload: a Job deleted and created again smaller
+/// under its name is tried anew, although no capacity moved meanwhile (what else moves the
+/// workloads' generation: `the_workloads_generation_moves_only_when_one_changes`).
+#[test]
+fn a_job_created_again_smaller_under_its_name_is_planned_anew() {
+    let mut b = book(2, &job_yaml("huge", 5, 2, RACK));
+    let names = all_nodes(&b);
+    let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
+    let t0 = Instant::now();
+    let FilterVerdict::Only { pass, rejected, .. } =
+        b.filter(&job_pod("huge", 0, 2), &candidates, t0)
+    else {
+        panic!("a Job's pod is placed with its Job")
+    };
+    assert!(
+        pass.is_empty() && rejected.reason.contains("5 pods"),
+        "{rejected:?}"
+    );
+    // The same Job, asked again: the remembered answer.
+    let again = b.filter(&job_pod("huge", 0, 2), &candidates, t0);
+    assert!(matches!(&again, FilterVerdict::Only { pass, .. } if pass.is_empty()));
+    // Deleted and created again with 3 pods (6 cpu fit in a rack of 8).
+    assert!(b.state.delete_job("default", "huge"));
+    let smaller = load(&format!("{}{}", base_yaml(2), job_yaml("huge", 3, 2, RACK)));
+    let workload = smaller.jobs[&("default".to_string(), "huge".to_string())].clone();
+    b.state.apply_job("default", "huge", workload);
+    let seat = seat_of(&mut b, &job_pod("huge", 0, 2), t0);
+    assert!(names.contains(&seat), "{seat}");
+    assert_eq!(b.stats().seats_held, 3);
+}
+
 #[test]
 fn a_lone_pod_is_kept_off_held_capacity() {
     let mut b = book(2, &job_yaml("gang-a", 4, 2, RACK));

@@ -967,3 +967,64 @@ async fn a_writer_waiting_for_a_reader_lets_other_readers_in() {
         .expect("no panic");
     assert!(shared.read().node_id("n0").is_some());
 }
+
+/// What a remembered "does not fit" of a workload is decided on moves with the workload and
+/// its queues, and only when they change (a Job's status update leaves it).
+#[test]
+fn the_workloads_generation_moves_only_when_one_changes() {
+    use crate::cluster::kueue::{ClusterQueue, LocalQueue};
+    let mut s = ClusterState::new();
+    let moved = |s: &mut ClusterState, f: &dyn Fn(&mut ClusterState)| {
+        let before = s.workloads_generation();
+        f(s);
+        s.workloads_generation() != before
+    };
+    let job = |queue: &str| crate::cluster::Workload {
+        kind: WorkloadKind::Job,
+        namespace: "default".into(),
+        name: "train".into(),
+        queue_name: Some(queue.into()),
+        pod_sets: Vec::new(),
+        source: Default::default(),
+    };
+    assert!(moved(&mut s, &|s| s.apply_job(
+        "default",
+        "train",
+        job("a")
+    )));
+    assert!(!moved(&mut s, &|s| s.apply_job(
+        "default",
+        "train",
+        job("a")
+    )));
+    assert!(moved(&mut s, &|s| s.apply_job(
+        "default",
+        "train",
+        job("b")
+    )));
+    assert!(moved(&mut s, &|s| {
+        s.delete_job("default", "train");
+    }));
+    assert!(!moved(&mut s, &|s| {
+        s.delete_job("default", "train");
+    }));
+    let queue = ClusterQueue::default();
+    assert!(moved(&mut s, &|s| s.apply_cluster_queue("cq", queue.clone())));
+    assert!(!moved(&mut s, &|s| s.apply_cluster_queue("cq", queue.clone())));
+    assert!(moved(&mut s, &|s| s.delete_cluster_queue("cq")));
+    let local = LocalQueue::default();
+    assert!(moved(&mut s, &|s| s.apply_local_queue(
+        "default",
+        "q",
+        local.clone()
+    )));
+    assert!(!moved(&mut s, &|s| s.apply_local_queue(
+        "default",
+        "q",
+        local.clone()
+    )));
+    assert!(moved(&mut s, &|s| s.delete_local_queue("default", "q")));
+    assert!(moved(&mut s, &|s| s.apply_kueue_workload("default/w", None)));
+    assert!(!moved(&mut s, &|s| s.apply_kueue_workload("default/w", None)));
+    assert!(moved(&mut s, &|s| s.delete_kueue_workload("default/w")));
+}
