@@ -455,10 +455,19 @@ impl Extender {
         // Binding is written (kube-scheduler restarted, the connection closed) must not leave
         // the seat begun for good, its plan's capacity held and the pod refused as being bound.
         let this = self.clone();
+        let begun = ticket.clone();
         let bind = async move { this.finish_bind(ticket).await };
         match tokio::spawn(bind.in_current_span()).await {
             Ok(result) => result,
-            Err(e) => bind_result(Err(format!("the bind did not finish: {e}"))),
+            Err(e) => {
+                // A bug: the seat (or the room held for a pod without one) is given back, or
+                // the pod would be refused as being bound until leadership changed.
+                let reason = format!("the bind did not finish: {e}");
+                let mut book = self.lock();
+                book.abort_bind(&begun, &reason);
+                self.forward(&mut book);
+                bind_result(Err(reason))
+            }
         }
     }
 

@@ -2,9 +2,12 @@
 //! a hold keeps the room from every other decision: a pod outside any group, a plan on the
 //! same flavor, and a plan on another flavor over the same nodes alike.
 //!
+//! A pod without a seat whose Binding is being written is held the same way on its node, from
+//! its bind's start to its end: until the bind commits, nothing else counts its room.
+//!
 //! Invariant: every entry is the sum of the requests (plus one `pods` slot) of the open and
-//! taken seats held on that node; an entry that drops to nothing is removed, so an empty map
-//! means no plan holds anything.
+//! taken seats held on that node and of the seatless pods being bound there; an entry that
+//! drops to nothing is removed, so an empty map means nothing is held.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -38,17 +41,39 @@ fn next_version() -> u64 {
 }
 
 impl HeldCapacity {
-    /// Holds one pod of `requests` on `node`.
+    /// Holds one seat of `requests` on `node`.
     pub fn hold(&mut self, node: NodeId, requests: &ResourceList) {
-        add_pod_usage(self.by_node.entry(node).or_default(), requests);
+        self.add(node, requests);
         self.seats += 1;
+    }
+
+    /// Gives back one seat of `requests` held on `node`.
+    pub fn release(&mut self, node: NodeId, requests: &ResourceList) {
+        if self.take(node, requests) {
+            self.seats = self.seats.saturating_sub(1);
+        }
+    }
+
+    /// Holds a pod without a seat, of `requests`, while its Binding to `node` is written (not
+    /// a seat: [`Self::seats`] stays).
+    pub fn hold_binding(&mut self, node: NodeId, requests: &ResourceList) {
+        self.add(node, requests);
+    }
+
+    /// Gives back what [`Self::hold_binding`] held.
+    pub fn release_binding(&mut self, node: NodeId, requests: &ResourceList) {
+        self.take(node, requests);
+    }
+
+    fn add(&mut self, node: NodeId, requests: &ResourceList) {
+        add_pod_usage(self.by_node.entry(node).or_default(), requests);
         self.version = next_version();
     }
 
-    /// Gives back one pod of `requests` held on `node`.
-    pub fn release(&mut self, node: NodeId, requests: &ResourceList) {
+    /// Takes one pod of `requests` off `node`; `false` when nothing was held there.
+    fn take(&mut self, node: NodeId, requests: &ResourceList) -> bool {
         let Some(entry) = self.by_node.get_mut(&node) else {
-            return;
+            return false;
         };
         self.version = next_version();
         for (name, value) in requests {
@@ -63,7 +88,7 @@ impl HeldCapacity {
         if *pods <= 0 {
             self.by_node.remove(&node);
         }
-        self.seats = self.seats.saturating_sub(1);
+        true
     }
 
     /// What is held on a node.
@@ -113,5 +138,13 @@ mod tests {
         assert_eq!(h.seats(), 0);
         assert_ne!(h.version(), before);
         assert_ne!(HeldCapacity::default().version(), h.version());
+        // A pod being bound holds its room, and is not a seat.
+        h.hold(7, &r);
+        h.hold_binding(7, &r);
+        assert_eq!(h.at(7).unwrap()["cpu"], 2000);
+        assert_eq!(h.seats(), 1);
+        h.release_binding(7, &r);
+        assert_eq!(h.at(7).unwrap()["cpu"], 1000);
+        assert_eq!(h.seats(), 1);
     }
 }

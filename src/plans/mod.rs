@@ -393,6 +393,9 @@ struct SeenPod {
     bound_to: Option<String>,
     /// A Binding to this node is being written (its commit records the pod there by id).
     binding: Option<NodeId>,
+    /// That bind holds the pod's requests on the node ([`HeldCapacity::hold_binding`]): the
+    /// pod has no seat, and nothing else keeps its room until the commit records it.
+    binding_held: bool,
     seen: Instant,
     /// What the pod said at its last version read.
     read: Option<ReadVersion>,
@@ -837,6 +840,7 @@ impl PlanBook {
                 scoring: facts.scoring.clone(),
                 bound_to: None,
                 binding: None,
+                binding_held: false,
                 seen: now,
                 read: None,
             });
@@ -1006,7 +1010,7 @@ impl PlanBook {
         let key = seen.key.clone();
         let requests = seen.requests.clone();
         let kueue_managed = seen.kueue_managed;
-        match self.plans.get_mut(&key) {
+        let binding_held = match self.plans.get_mut(&key) {
             Some(plan) if plan.by_uid.contains_key(&uid) => {
                 let s = plan.by_uid[&uid];
                 let nodes = seat_nodes(plan, &plan.seats[s]);
@@ -1019,6 +1023,7 @@ impl PlanBook {
                 }
                 plan.seats[s].holder = Holder::Binding(uid.clone());
                 plan.touched = now;
+                false
             }
             _ => {
                 let held = if kueue_managed {
@@ -1035,10 +1040,16 @@ impl PlanBook {
                         "node {node} has no room for pod {namespace}/{name}{why}"
                     )));
                 }
+                // Kept from every other decision until the commit counts the pod on the node:
+                // kube-scheduler binds while it filters the next pods, and a seat or another
+                // pod could otherwise be given the same room.
+                self.held.hold_binding(node_id, &requests);
+                true
             }
-        }
+        };
         if let Some(p) = self.pods.get_mut(&uid) {
             p.binding = Some(ticket.node_id);
+            p.binding_held = binding_held;
         }
         Ok(ticket)
     }
@@ -1056,12 +1067,19 @@ impl PlanBook {
             return;
         };
         seen.binding = None;
+        let binding_held = std::mem::take(&mut seen.binding_held);
         seen.bound_to = Some(ticket.node.clone());
         seen.seen = now;
         let key = seen.key.clone();
         let (pod_set, index) = (seen.pod_set.clone(), seen.index);
         let requests = seen.requests.clone();
         let scoring = seen.scoring.clone();
+        // Whether the room held for the pod is more than its usage recorded below: then
+        // capacity is given back, and a "does not fit" remembered is stale.
+        let mut gave_back = false;
+        if binding_held {
+            self.held.release_binding(ticket.node_id, &requests);
+        }
         if let Some(plan) = self.plans.get_mut(&key)
             && let Some(&s) = plan.by_uid.get(&ticket.uid)
         {
@@ -1069,6 +1087,7 @@ impl PlanBook {
             plan.seats[s].holder = Holder::Bound(ticket.uid.clone());
             plan.touched = now;
             self.held.release(held_on, &plan.requests);
+            gave_back |= plan.requests != requests;
             if held_on != ticket.node_id {
                 // A seat of a pooled leaf bound to another node of the leaf than the one its
                 // hold sat on: a seat of this plan held there moves its hold over, so the
@@ -1083,6 +1102,8 @@ impl PlanBook {
                     other.member = member;
                     self.held.release(ticket.node_id, &plan.requests);
                     self.held.hold(held_on, &plan.requests);
+                } else {
+                    gave_back = true;
                 }
             }
             if plan.complete() {
@@ -1093,6 +1114,7 @@ impl PlanBook {
             // before the bind.
             seen.read = None;
         }
+        let usage = state.usage_generation();
         state.assume(
             &ticket.uid,
             PodUsage {
@@ -1106,6 +1128,12 @@ impl PlanBook {
                 assumed: true,
             },
         );
+        // Not recorded: the watch showed the pod bound first (its usage counted beside the
+        // hold until now), or gone.
+        gave_back |= state.usage_generation() == usage;
+        if gave_back {
+            self.generation += 1;
+        }
         PlanCounters::bump(&self.counters.pods_bound);
         self.publish();
     }
@@ -1123,6 +1151,10 @@ impl PlanBook {
             return;
         };
         seen.binding = None;
+        if std::mem::take(&mut seen.binding_held) {
+            self.held.release_binding(ticket.node_id, &seen.requests);
+            self.generation += 1;
+        }
         let (owner, key) = (seen.owner.clone(), seen.key.clone());
         self.notice(
             &owner,

@@ -403,6 +403,15 @@ impl PlanBook {
             let mut pending = Vec::new();
             let mut uids = HashMap::new();
             let asks_here = leaf == facts.group;
+            // An open seat (its Binding refused, or its pod gone) is counted above where it
+            // holds; it is some pending pod's of the group, which takes it when it asks: that
+            // many pending pods are not placed again beside it (the asking pod, which would
+            // have taken one already, aside).
+            let mut open = plan.map_or(0, |p| {
+                (p.seats.iter())
+                    .filter(|s| s.holder == Holder::Open)
+                    .count()
+            });
             for (uid, m) in state.pending_members(&leaf) {
                 if seated(uid) || bound_uids.contains(uid) {
                     continue;
@@ -419,6 +428,10 @@ impl PlanBook {
                 // has not said so yet); a second entry under one name is stale too.
                 let stale = asks_here && m.pod.name == facts.name && uid != facts.uid;
                 if stale || uids.contains_key(&m.pod.name) {
+                    continue;
+                }
+                if open > 0 && !(asks_here && uid == facts.uid) {
+                    open -= 1;
                     continue;
                 }
                 uids.insert(m.pod.name.clone(), uid.to_string());

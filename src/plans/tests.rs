@@ -928,6 +928,78 @@ fn a_bind_begun_before_the_book_was_cleared_commits_nothing() {
     assert_eq!(cpu_used(&b, "web-1"), 1000);
 }
 
+/// A pod without a seat holds its room from its bind's start to its end: kube-scheduler
+/// filters the next pods while a Binding is written, and neither a pod nor a plan may be given
+/// the same room meanwhile.
+#[test]
+fn a_pod_without_a_seat_holds_its_room_while_its_binding_is_written() {
+    let mut b = book(1, "");
+    let t0 = Instant::now();
+    let web = "web-1".to_string();
+    // web-1 has 4 cpu: room for one of these pods.
+    assert!(!lone_rejected(&mut b, &lone_pod("a", 4), t0).contains(&web));
+    let ticket = (b.book)
+        .begin_bind(&b.state, "default", "a", "uid-a", "web-1", t0)
+        .unwrap();
+    assert!(lone_rejected(&mut b, &lone_pod("b", 4), t0).contains(&web));
+    let refused = (b.book)
+        .begin_bind(&b.state, "default", "b", "uid-b", "web-1", t0)
+        .unwrap_err();
+    assert!(refused.0.contains("no room"), "{}", refused.0);
+    assert_eq!(b.stats().seats_held, 0, "a pod being bound is not a seat");
+    // a's Binding refused: the room is free again.
+    b.book.abort_bind(&ticket, "etcd timed out");
+    assert!(b.book.held_on(&b.state, "web-1").is_none());
+    assert!(!lone_rejected(&mut b, &lone_pod("b", 4), t0).contains(&web));
+    let ticket = (b.book)
+        .begin_bind(&b.state, "default", "b", "uid-b", "web-1", t0)
+        .unwrap();
+    b.book.commit_bind(&mut b.state, &ticket, t0);
+    // Committed: the pod's usage, nothing held.
+    assert_eq!(cpu_used(&b, "web-1"), 4000);
+    assert!(b.book.held_on(&b.state, "web-1").is_none());
+}
+
+/// A pod the watch shows bound before its Binding's answer is counted beside its seat's hold
+/// until the commit, which gives that room back: a gang turned down meanwhile is planned anew
+/// at its next pod, not answered with the "does not fit" remembered.
+#[test]
+fn room_a_commit_gives_back_reaches_a_gang_turned_down_meanwhile() {
+    // One rack of two 4-cpu hosts; a filler takes h2 whole.
+    let extra = format!(
+        "{}{}{}",
+        job_yaml("a", 1, 2, RACK),
+        job_yaml("b", 1, 2, RACK),
+        filler_pod_yaml("busy", 4, "b1-r1-h2")
+    );
+    let mut b = book(1, &extra);
+    let t0 = Instant::now();
+    let seat = seat_of(&mut b, &job_pod("a", 0, 2), t0);
+    assert_eq!(seat, "b1-r1-h1");
+    let ticket = (b.book)
+        .begin_bind(
+            &b.state,
+            "default",
+            &pod_name("a", 0),
+            &uid("a", 0),
+            &seat,
+            t0,
+        )
+        .unwrap();
+    let shown = load(&bound_job_pod_yaml("a", 0, 2, &seat));
+    b.state.apply_bound_pod(&shown.bound_pods[0]);
+    let names = all_nodes(&b);
+    let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
+    let verdict = b.filter(&job_pod("b", 0, 2), &candidates, t0);
+    assert!(
+        matches!(&verdict, FilterVerdict::Only { pass, .. } if pass.is_empty()),
+        "h1 counts a-0 twice until the commit: {verdict:?}"
+    );
+    b.book.commit_bind(&mut b.state, &ticket, t0);
+    assert_eq!(cpu_used(&b, &seat), 2000);
+    assert_eq!(seat_of(&mut b, &job_pod("b", 0, 2), t0), seat);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Expiry
 // ---------------------------------------------------------------------------------------------

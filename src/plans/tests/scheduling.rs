@@ -1376,3 +1376,40 @@ fn only_a_gang_that_fits_an_empty_cluster_is_left_to_preemption() {
     let pods = watched_members(&mut empty, "six", 3, 2);
     assert_eq!(seat(&mut empty, &pods[0], t0), "r1-n1");
 }
+
+/// A seat whose Binding was refused stays open and held for its pod, which takes it back when
+/// it asks. Meanwhile a sibling PodGroup's pod placed with the tree finds that pod counted
+/// once, in its open seat: not also placed again beside it, on the room the sibling needs.
+#[test]
+fn an_open_seat_counts_its_pod_once_when_a_sibling_is_placed() {
+    // r2 is full: the tree (one rack) can only be in r1, a node per 4-cpu pod.
+    let fillers = format!(
+        "{}{}",
+        filler_pod_yaml("busy-1", 4, "r2-n1"),
+        filler_pod_yaml("busy-2", 4, "r2-n2")
+    );
+    let mut b = two_racks(&fillers);
+    b.state
+        .apply_scheduling_group(composite("job", 1, Some("rack")));
+    b.state
+        .apply_scheduling_group(gang("a", 1, None, Some("job")));
+    b.state
+        .apply_scheduling_group(gang("b", 1, None, Some("job")));
+    let a0 = member("a", "a-0", 4);
+    watch(&mut b, &a0);
+    let t0 = Instant::now();
+    assert_eq!(seat(&mut b, &a0, t0), "r1-n1");
+    let ticket = (b.book)
+        .begin_bind(&b.state, "default", "a-0", &pod_uid("a-0"), "r1-n1", t0)
+        .unwrap();
+    b.book.abort_bind(&ticket, "etcd timed out");
+    assert_eq!(
+        held(&b, "r1-n1"),
+        Some((4000, 1)),
+        "the open seat still holds"
+    );
+    let b0 = member("b", "b-0", 4);
+    watch(&mut b, &b0);
+    assert_eq!(seat(&mut b, &b0, t0), "r1-n2");
+    assert_eq!(seat(&mut b, &a0, t0), "r1-n1");
+}
