@@ -502,6 +502,39 @@ async fn bind_posts_the_binding_and_a_refused_binding_frees_the_seat() {
     live.watches.stop().await;
 }
 
+/// A Binding stored whose answer is an error (etcd committed after the API server stopped
+/// waiting; a connection lost): the pod read back is bound to its seat's node, so the bind is
+/// done, not refused: its seat is not opened again (held beside the pod's usage, taken by a
+/// replacement with no room) and kube-scheduler is not told to retry a pod that runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_binding_stored_but_answered_with_an_error_is_a_bind_done() {
+    let live = Live::start(with_objects(train_of_two())).await;
+    let extender = live.extender();
+    let p0 = live.pod("train-0");
+    let seat = filter(&extender, &p0).unwrap();
+    assert_eq!(seat.len(), 1, "{seat:?}");
+    live.fake
+        .lose_binding_answers(1, 504, "Timeout", "etcdserver: request timed out");
+    let bound = extender.bind_and_write(&binding_args(&p0, &seat[0])).await;
+    assert_eq!(bound.error, "", "{bound:?}");
+    assert_eq!(live.fake.bindings().len(), 1);
+    let stats = extender.stats();
+    assert_eq!(
+        (stats.binds_failed, stats.pods_bound, stats.seats_held),
+        (0, 1, 1)
+    );
+    assert_eq!(cpu(&extender.state().read(), &seat[0]), 4000, "recorded");
+    // A Binding refused for good is not read back as done: the pod is not bound.
+    live.fake
+        .fail_bindings(1, 500, "InternalError", "etcdserver: request timed out");
+    let p1 = live.pod("train-1");
+    let seat1 = filter(&extender, &p1).unwrap();
+    let refused = extender.bind_and_write(&binding_args(&p1, &seat1[0])).await;
+    assert!(refused.error.contains("500"), "{refused:?}");
+    assert_eq!(extender.stats().binds_failed, 1);
+    live.watches.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_in_the_middle_of_a_gang_places_the_rest_in_the_same_rack() {
     // Pods 0 and 1 of a 4-pod gang run on h3 (rack r2). The rest (2 x 2 cpu) would fit best

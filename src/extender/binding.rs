@@ -5,6 +5,12 @@
 //! The API server's refusal comes back as a sentence naming its reason and code (pod already
 //! bound: 409 Conflict; pod gone: 404 NotFound; a timeout or a 5xx), which the extender answers
 //! in the protocol's `Error` and kube-scheduler shows on the pod.
+//!
+//! An answer that does not say the Binding was refused for good (a 409, a 429 or 5xx, a
+//! timeout, a connection lost) may come after the Binding was stored: an earlier try of the
+//! same bind, or etcd committing after the API server gave up waiting. The pod is then read
+//! back, and one bound to the node asked (the same uid) is a bind done: its seat must not be
+//! opened again while the pod runs there.
 
 use std::time::Duration;
 
@@ -43,18 +49,58 @@ impl Binder {
             &params,
             &binding,
         );
-        match tokio::time::timeout(BINDING_TIMEOUT, call).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(describe(ticket, &e)),
-            Err(_) => Err(format!(
+        let reason = match tokio::time::timeout(BINDING_TIMEOUT, call).await {
+            Ok(Ok(_)) => return Ok(()),
+            Ok(Err(e)) if !may_have_landed(&e) => return Err(describe(ticket, &e)),
+            Ok(Err(e)) => describe(ticket, &e),
+            Err(_) => format!(
                 "writing the Binding of pod {}/{} to node {} timed out after {}s",
                 ticket.namespace,
                 ticket.name,
                 ticket.node,
                 BINDING_TIMEOUT.as_secs()
-            )),
+            ),
+        };
+        match bound_as_asked(&pods, ticket).await {
+            Ok(true) => {
+                tracing::info!(
+                    pod = %format_args!("{}/{}", ticket.namespace, ticket.name),
+                    node = %ticket.node,
+                    answer = %reason,
+                    "the Binding's answer was an error, but the pod is bound to the node asked"
+                );
+                Ok(())
+            }
+            Ok(false) => Err(reason),
+            Err(read) => Err(format!("{reason}; reading the pod back failed too: {read}")),
         }
     }
+}
+
+/// How long reading a pod back after an unclear answer may take.
+const READ_BACK_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Whether an error leaves open that the Binding was stored: anything but a refusal for a
+/// reason that holds (400, 401, 403, 404, 422: bad request, no right, no pod, invalid).
+fn may_have_landed(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(status) => status.code == 409 || status.code == 429 || status.code >= 500,
+        _ => true,
+    }
+}
+
+/// Whether the pod, read back, is the ticket's (its uid) and bound to the ticket's node.
+async fn bound_as_asked(pods: &Api<Pod>, ticket: &BindTicket) -> Result<bool, String> {
+    let pod = match tokio::time::timeout(READ_BACK_TIMEOUT, pods.get_opt(&ticket.name)).await {
+        Ok(Ok(pod)) => pod,
+        Ok(Err(e)) => return Err(e.to_string()),
+        Err(_) => return Err(format!("no answer in {}s", READ_BACK_TIMEOUT.as_secs())),
+    };
+    Ok(pod.is_some_and(|pod| {
+        let same_pod = ticket.uid.contains('/') || pod.metadata.uid.as_deref() == Some(&ticket.uid);
+        let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
+        same_pod && node == Some(ticket.node.as_str())
+    }))
 }
 
 /// The `Binding` kube-scheduler would write: the pod's name and uid, the node as target.

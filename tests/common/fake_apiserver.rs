@@ -355,6 +355,9 @@ struct Inner {
     unserved: BTreeSet<usize>,
     bindings: Vec<Value>,
     binding_failures: VecDeque<ApiError>,
+    /// Answers of the next Bindings, which are stored all the same (a timeout after etcd
+    /// committed, a connection reset before the answer).
+    binding_answers_lost: VecDeque<ApiError>,
     /// While set, binding POSTs wait for a permit before they are served.
     binding_gate: Option<Arc<Semaphore>>,
     /// While set, open watches send nothing (a stalled connection); a compaction still ends
@@ -497,6 +500,13 @@ impl FakeApiServer {
     pub fn fail_bindings(&self, n: usize, code: u16, reason: &str, message: &str) {
         let failures = (0..n).map(|_| fail(code, reason, message));
         self.lock().binding_failures.extend(failures);
+    }
+
+    /// The next `n` binding POSTs are stored as usual (the pod bound, the Binding recorded),
+    /// but answered with this Status: the writer cannot tell from the answer that it landed.
+    pub fn lose_binding_answers(&self, n: usize, code: u16, reason: &str, message: &str) {
+        let failures = (0..n).map(|_| fail(code, reason, message));
+        self.lock().binding_answers_lost.extend(failures);
     }
 
     /// Binding POSTs wait, unanswered, until the returned gate is given a permit (a slow API
@@ -1536,6 +1546,9 @@ impl FakeApiServer {
         let mut recorded = body;
         meta_mut(&mut recorded).insert("namespace".into(), c.ns.clone().into());
         g.bindings.push(recorded);
+        if let Some(lost) = g.binding_answers_lost.pop_front() {
+            return Err(lost);
+        }
         let status = json!({ "kind": "Status", "apiVersion": "v1", "metadata": {},
                              "status": "Success", "code": 201 });
         Ok(reply(201, &status))
