@@ -270,6 +270,44 @@ async fn an_election_that_cannot_start_is_tried_again_until_it_leads() {
     serve.stop().await;
 }
 
+/// A replica takes part in the election only once its watches have listed everything: until
+/// then it neither takes the Lease nor says it leads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replica_leads_only_once_its_watches_are_synced() {
+    let fake = FakeApiServer::new();
+    for o in objects() {
+        fake.apply(o);
+    }
+    fake.refuse_lists("", "v1", "pods");
+    let config = live_config("kube-tas-system", "kube-tas-0", Duration::from_secs(3));
+    let serve = common::LiveServe::start(config, fake.client()).await;
+    let admin = serve.admin;
+    common::eventually("a pod list is refused", WAIT, async || {
+        (fake.request_log().iter()).any(|(line, code)| line.contains("/pods") && *code == 503)
+    })
+    .await;
+    // The Lease is free all along: only the unsynced watch keeps the replica out.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!reports_leader(admin).await, "a replica not synced leads");
+    let lease = fake.get(
+        "coordination.k8s.io/v1",
+        "Lease",
+        Some("kube-tas-system"),
+        "kube-tas",
+    );
+    assert!(lease.is_none(), "the Lease was taken: {lease:?}");
+    assert_eq!(
+        common::get_text(admin, "/readyz").await.0,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    fake.accept_lists("", "v1", "pods");
+    common::eventually("the replica leads once synced", WAIT, async || {
+        reports_leader(admin).await
+    })
+    .await;
+    serve.stop().await;
+}
+
 /// A leader shut down as on SIGTERM releases the Lease, and the other replica takes it at once
 /// (within its Lease reads, a second or two), not after the old lease would have expired.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -101,7 +101,16 @@ pub async fn run_with(
             renew_before: (config.lease_duration / 3).max(Duration::from_secs(1)),
         };
         let (c, l, k) = (client.clone(), leadership.clone(), leading.clone());
-        leading_tasks.spawn(leader::run(c, election, l, k));
+        let status = watches.status().clone();
+        // A replica takes part once its watches have listed everything: a leader planning on
+        // a partial view (pods not listed yet are no usage) could give their room away, and a
+        // replica that is not ready is not in the Service's endpoints, so kube-scheduler would
+        // be left without an extender while a ready one followed.
+        leading_tasks.spawn(async move {
+            if until_synced(&status, &k).await {
+                leader::run(c, election, l, k).await;
+            }
+        });
         let pod = config
             .pod_name
             .clone()
@@ -153,6 +162,18 @@ pub async fn run_with(
     stopping.finish().await.context("shutdown")
 }
 
+/// Waits until every watched kind is listed ([`WatchStatus::synced`]); `false` when cancelled
+/// first.
+async fn until_synced(status: &WatchStatus, cancel: &CancellationToken) -> bool {
+    while !status.synced() {
+        tokio::select! {
+            () = cancel.cancelled() => return false,
+            () = tokio::time::sleep(Duration::from_millis(50)) => {}
+        }
+    }
+    true
+}
+
 /// How often the warmer looks for a change that leaves a flavor's tree behind the cluster.
 const WARM_CHECK: Duration = Duration::from_millis(25);
 
@@ -177,11 +198,8 @@ async fn get_ready_and_keep_trees_warm(
     cancel: CancellationToken,
 ) {
     let since = std::time::Instant::now();
-    while !status.synced() {
-        tokio::select! {
-            () = cancel.cancelled() => return,
-            () = tokio::time::sleep(Duration::from_millis(50)) => {}
-        }
+    if !until_synced(&status, &cancel).await {
+        return;
     }
     let (mut warmed, busy) = tokio::select! {
         () = cancel.cancelled() => return,

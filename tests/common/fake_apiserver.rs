@@ -353,6 +353,8 @@ struct Inner {
     objects: BTreeMap<Key, Entry>,
     history: Vec<Event>,
     unserved: BTreeSet<usize>,
+    /// Resources whose lists are answered 503 (an API server overloaded for that resource).
+    lists_refused: BTreeSet<usize>,
     bindings: Vec<Value>,
     binding_failures: VecDeque<ApiError>,
     /// Answers of the next Bindings, which are stored all the same (a timeout after etcd
@@ -551,6 +553,23 @@ impl FakeApiServer {
         let mut g = self.lock();
         g.unserved.insert(r);
         g.tick.send_modify(|_| {});
+    }
+
+    /// Lists of that resource are answered 503 ServiceUnavailable until
+    /// [`Self::accept_lists`]: a watch of it cannot sync meanwhile.
+    ///
+    /// # Panics
+    /// On a resource not in the registry.
+    pub fn refuse_lists(&self, group: &str, version: &str, plural: &str) {
+        let r = by_plural(group, version, plural).expect("a resource in the registry");
+        self.lock().lists_refused.insert(r);
+    }
+
+    /// Lists of that resource are served again after [`Self::refuse_lists`].
+    pub fn accept_lists(&self, group: &str, version: &str, plural: &str) {
+        if let Some(r) = by_plural(group, version, plural) {
+            self.lock().lists_refused.remove(&r);
+        }
     }
 
     /// Serves a resource again after [`Self::unserve`]; its objects were kept.
@@ -1201,6 +1220,13 @@ impl FakeApiServer {
     }
 
     fn list(&self, c: &Call) -> ApiResult<Response> {
+        if self.lock().lists_refused.contains(&c.r) {
+            return Err(fail(
+                503,
+                "ServiceUnavailable",
+                "the server is currently unable to handle the request",
+            ));
+        }
         let sel = Selectors::parse(c.res, &c.q)?;
         let limit = match c.param("limit") {
             "" | "0" => usize::MAX,
