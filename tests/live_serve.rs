@@ -308,6 +308,70 @@ async fn a_replica_leads_only_once_its_watches_are_synced() {
     serve.stop().await;
 }
 
+/// A leader shutting down stops planning at once but lets its Lease go only once the Binding
+/// it is writing has ended: the next leader would otherwise plan on room that Binding takes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_leader_lets_its_lease_go_only_after_the_binding_it_writes() {
+    let fake = FakeApiServer::new();
+    for o in objects() {
+        fake.apply(o);
+    }
+    let config = live_config("kube-tas-system", "kube-tas-0", Duration::from_secs(15));
+    let serve = common::LiveServe::start(config, fake.client()).await;
+    let (main, admin) = (serve.main, serve.admin);
+    common::eventually("the replica leads", WAIT, async || {
+        reports_leader(admin).await
+    })
+    .await;
+    let pod = fake.get("v1", "Pod", Some("default"), "train-0").unwrap();
+    let args = json!({"Pod": pod, "NodeNames": ["h1", "h2", "h3", "h4"]});
+    let seat = common::post_json(main, "/scheduler/filter", &args).await["NodeNames"].clone();
+    let node = seat[0].as_str().expect("a seat").to_string();
+    let gate = fake.hold_bindings();
+    let bind_args = json!({"PodName": "train-0", "PodNamespace": "default",
+        "PodUID": "uid-train-0", "Node": node});
+    let bind =
+        tokio::spawn(async move { common::post_json(main, "/scheduler/bind", &bind_args).await });
+    common::eventually("the Binding is being written", WAIT, async || {
+        fake.bindings_waiting() == 1
+    })
+    .await;
+    let holder = || {
+        fake.get(
+            "coordination.k8s.io/v1",
+            "Lease",
+            Some("kube-tas-system"),
+            "kube-tas",
+        )
+        .and_then(|l| l["spec"]["holderIdentity"].as_str().map(str::to_string))
+    };
+    let stopping = tokio::spawn(serve.stop());
+    common::eventually("the leader steps down", WAIT, async || {
+        !reports_leader(admin).await
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !stopping.is_finished(),
+        "shut down with a Binding being written"
+    );
+    assert_eq!(
+        holder().as_deref(),
+        Some("kube-tas-0"),
+        "the Lease is kept while the Binding is written"
+    );
+    gate.add_permits(1);
+    let bound = bind.await.unwrap();
+    assert_eq!(bound["Error"].as_str().unwrap_or(""), "", "{bound}");
+    stopping.await.unwrap();
+    assert_ne!(
+        holder().as_deref(),
+        Some("kube-tas-0"),
+        "the Lease is let go"
+    );
+    assert_eq!(fake.bindings().len(), 1);
+}
+
 /// A leader shut down as on SIGTERM releases the Lease, and the other replica takes it at once
 /// (within its Lease reads, a second or two), not after the old lease would have expired.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -43,6 +43,7 @@ impl Binder {
         let pods: Api<Pod> = Api::namespaced(client.clone(), &ticket.namespace);
         let binding = binding_for(ticket);
         let params = PostParams::default();
+        let deadline = tokio::time::Instant::now() + BIND_LONGEST;
         let call = pods.create_subresource::<Binding, serde_json::Value>(
             "binding",
             &ticket.name,
@@ -61,7 +62,8 @@ impl Binder {
                 BINDING_TIMEOUT.as_secs()
             ),
         };
-        match bound_as_asked(&pods, ticket).await {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match bound_as_asked(&pods, ticket, left.max(READ_BACK_LEAST)).await {
             Ok(true) => {
                 tracing::info!(
                     pod = %format_args!("{}/{}", ticket.namespace, ticket.name),
@@ -77,8 +79,13 @@ impl Binder {
     }
 }
 
-/// How long reading a pod back after an unclear answer may take.
-const READ_BACK_TIMEOUT: Duration = Duration::from_secs(2);
+/// The longest a bind's writing takes, the Binding and reading the pod back after an unclear
+/// answer together: within kube-scheduler's 5 s `httpTimeout` for bind (the shipped
+/// configuration), so that the read-back's answer reaches it.
+pub const BIND_LONGEST: Duration = Duration::from_millis(4500);
+
+/// The least a read-back is given (after a Binding that took all its time).
+const READ_BACK_LEAST: Duration = Duration::from_millis(500);
 
 /// Whether an error leaves open that the Binding was stored: anything but a refusal for a
 /// reason that holds (400, 401, 403, 404, 422: bad request, no right, no pod, invalid).
@@ -90,11 +97,15 @@ fn may_have_landed(e: &kube::Error) -> bool {
 }
 
 /// Whether the pod, read back, is the ticket's (its uid) and bound to the ticket's node.
-async fn bound_as_asked(pods: &Api<Pod>, ticket: &BindTicket) -> Result<bool, String> {
-    let pod = match tokio::time::timeout(READ_BACK_TIMEOUT, pods.get_opt(&ticket.name)).await {
+async fn bound_as_asked(
+    pods: &Api<Pod>,
+    ticket: &BindTicket,
+    within: Duration,
+) -> Result<bool, String> {
+    let pod = match tokio::time::timeout(within, pods.get_opt(&ticket.name)).await {
         Ok(Ok(pod)) => pod,
         Ok(Err(e)) => return Err(e.to_string()),
-        Err(_) => return Err(format!("no answer in {}s", READ_BACK_TIMEOUT.as_secs())),
+        Err(_) => return Err(format!("no answer in {} ms", within.as_millis())),
     };
     Ok(pod.is_some_and(|pod| {
         let same_pod = ticket.uid.contains('/') || pod.metadata.uid.as_deref() == Some(&ticket.uid);

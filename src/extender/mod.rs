@@ -15,6 +15,7 @@
 //! `0/N nodes are available: ...` tally is complete.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
@@ -56,6 +57,32 @@ pub struct Extender {
     binder: Binder,
     leadership: Leadership,
     notices: Option<tokio::sync::mpsc::Sender<Notice>>,
+    /// Binds begun and not ended: a leader on its way out lets its Lease go only after them.
+    binds: Arc<BindsInFlight>,
+}
+
+/// How many binds are between their start and their end, and a wake-up when one ends.
+#[derive(Default)]
+struct BindsInFlight {
+    count: AtomicUsize,
+    ended: tokio::sync::Notify,
+}
+
+/// One bind counted in [`BindsInFlight`] while it lives.
+struct BindInFlight(Arc<BindsInFlight>);
+
+impl BindInFlight {
+    fn start(binds: &Arc<BindsInFlight>) -> Self {
+        binds.count.fetch_add(1, Ordering::SeqCst);
+        Self(Arc::clone(binds))
+    }
+}
+
+impl Drop for BindInFlight {
+    fn drop(&mut self) {
+        self.0.count.fetch_sub(1, Ordering::SeqCst);
+        self.0.ended.notify_waiters();
+    }
 }
 
 impl Extender {
@@ -70,6 +97,24 @@ impl Extender {
             binder: Binder::Record,
             leadership: Leadership::always(),
             notices: None,
+            binds: Arc::default(),
+        }
+    }
+
+    /// Waits until no bind is between its start and its end, at most `within`; whether none
+    /// is. A leader stepping down calls it before it lets its Lease go: a Binding it writes
+    /// after the next leader planned would land on room that leader gave away.
+    pub async fn binds_ended(&self, within: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            // Registered before the count is read: an end between the two still wakes it.
+            let ended = self.binds.ended.notified();
+            if self.binds.count.load(Ordering::SeqCst) == 0 {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, ended).await.is_err() {
+                return self.binds.count.load(Ordering::SeqCst) == 0;
+            }
         }
     }
 
@@ -434,6 +479,7 @@ impl Extender {
         if matches!(self.binder, Binder::Record) {
             return self.bind(args);
         }
+        let in_flight = BindInFlight::start(&self.binds);
         let ticket = {
             let mut book = self.lock();
             let state = self.state.read();
@@ -456,7 +502,11 @@ impl Extender {
         // the seat begun for good, its plan's capacity held and the pod refused as being bound.
         let this = self.clone();
         let begun = ticket.clone();
-        let bind = async move { this.finish_bind(ticket).await };
+        let bind = async move {
+            let result = this.finish_bind(ticket).await;
+            drop(in_flight);
+            result
+        };
         match tokio::spawn(bind.in_current_span()).await {
             Ok(result) => result,
             Err(e) => {

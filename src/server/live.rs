@@ -27,6 +27,7 @@ use super::{ServeConfig, shutdown, start};
 use crate::cluster::live::leader::{self, ElectionConfig};
 use crate::cluster::live::{self as source, Leadership, WatchStatus, Watches};
 use crate::cluster::state::SharedState;
+use crate::extender::binding::BIND_LONGEST;
 use crate::extender::{Binder, Extender};
 use crate::plans::PlanBook;
 
@@ -151,6 +152,16 @@ pub async fn run_with(
     // reaching this replica get the follower's answer (an Error naming the leader, retried).
     // The watches go on, for the webhook, until nothing more is served.
     server.readiness().begin_shutdown();
+    // Nothing new is planned or bound from here; the Lease is let go once the Bindings being
+    // written have ended (a Binding landing after the next leader planned would take room
+    // that leader gave away), at most as long as one bind can take.
+    leadership.step_down();
+    if !extender.binds_ended(BIND_LONGEST).await {
+        tracing::warn!(
+            waited_s = BIND_LONGEST.as_secs(),
+            "binds still being written as the Lease is let go"
+        );
+    }
     leading.cancel();
     while leading_tasks.join_next().await.is_some() {}
     let stopping = server

@@ -362,6 +362,8 @@ struct Inner {
     binding_answers_lost: VecDeque<ApiError>,
     /// While set, binding POSTs wait for a permit before they are served.
     binding_gate: Option<Arc<Semaphore>>,
+    /// Binding POSTs waiting at that gate now.
+    bindings_waiting: usize,
     /// While set, open watches send nothing (a stalled connection); a compaction still ends
     /// them with 410, as the reconnect after a stall would be answered.
     watches_stalled: bool,
@@ -509,6 +511,11 @@ impl FakeApiServer {
     pub fn lose_binding_answers(&self, n: usize, code: u16, reason: &str, message: &str) {
         let failures = (0..n).map(|_| fail(code, reason, message));
         self.lock().binding_answers_lost.extend(failures);
+    }
+
+    /// How many binding POSTs wait at [`Self::hold_bindings`]'s gate now.
+    pub fn bindings_waiting(&self) -> usize {
+        self.lock().bindings_waiting
     }
 
     /// Binding POSTs wait, unanswered, until the returned gate is given a permit (a slow API
@@ -1059,7 +1066,9 @@ async fn handle(State(server): State<FakeApiServer>, req: Request) -> Response {
         .then(|| server.lock().binding_gate.clone())
         .flatten();
     if let Some(gate) = gate {
+        server.lock().bindings_waiting += 1;
         drop(gate.acquire().await);
+        server.lock().bindings_waiting -= 1;
     }
     let response = match axum::body::to_bytes(body, 64 << 20).await {
         Ok(body) => server.serve(&parts.method, &parts.uri, &parts.headers, &body),

@@ -59,6 +59,9 @@ struct Inner {
     identity: String,
     /// The lease manager says we hold the lease.
     holds: AtomicBool,
+    /// The replica is on its way out ([`Leadership::step_down`]): it leads no more, whatever
+    /// the Lease says, while it still holds it.
+    stepped_down: AtomicBool,
     /// Unix milliseconds until which the last confirmation lets us act.
     valid_until_ms: AtomicI64,
     /// The holder the last read of the Lease named.
@@ -90,6 +93,7 @@ impl Leadership {
                 always,
                 identity,
                 holds: AtomicBool::new(false),
+                stepped_down: AtomicBool::new(false),
                 valid_until_ms: AtomicI64::new(0),
                 holder: Mutex::new(None),
                 changes,
@@ -101,7 +105,16 @@ impl Leadership {
     pub fn is_leader(&self) -> bool {
         self.inner.always
             || (self.inner.holds.load(Ordering::Acquire)
+                && !self.inner.stepped_down.load(Ordering::Acquire)
                 && now_ms() < self.inner.valid_until_ms.load(Ordering::Acquire))
+    }
+
+    /// Stops leading at once, the Lease still held (its renewals go on) until the election is
+    /// cancelled: a replica shutting down plans and binds nothing new while the binds it began
+    /// end, and only then lets the Lease go. No effect when always the leader.
+    pub fn step_down(&self) {
+        self.inner.stepped_down.store(true, Ordering::Release);
+        self.publish();
     }
 
     /// This replica's identity (empty when always the leader).
