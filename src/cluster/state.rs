@@ -1005,7 +1005,12 @@ impl ClusterState {
 
     /// A pending pod of a plain pod group (added or changed).
     pub fn apply_pending_group_pod(&mut self, uid: &str, pod: PendingGroupPod) {
-        self.remove_pending_group_pod(uid);
+        if self.pending_group_pods.get(uid) == Some(&pod) {
+            return;
+        }
+        // A plain pod group's workload is formed from its pods.
+        self.workloads_generation += 1;
+        self.take_pending_group_pod(uid);
         self.pending_by_group
             .entry(pod.group.clone())
             .or_default()
@@ -1015,6 +1020,12 @@ impl ClusterState {
 
     /// A pending group pod gone (deleted, or bound: the pod watch shows it then).
     pub fn remove_pending_group_pod(&mut self, uid: &str) -> bool {
+        let removed = self.take_pending_group_pod(uid);
+        self.workloads_generation += u64::from(removed);
+        removed
+    }
+
+    fn take_pending_group_pod(&mut self, uid: &str) -> bool {
         let Some(old) = self.pending_group_pods.remove(uid) else {
             return false;
         };
@@ -1191,8 +1202,9 @@ impl ClusterState {
 
     /// A ClusterQueue added or changed.
     pub fn apply_cluster_queue(&mut self, name: &str, q: ClusterQueue) {
-        if self.kueue.cluster_queues.get(name) != Some(&q) {
-            self.kueue.cluster_queues.insert(name.to_string(), q);
+        // Its status (Kueue writes it often) and metadata route nothing.
+        let old = self.kueue.cluster_queues.insert(name.to_string(), q);
+        if old.as_ref().map(|o| &o.spec) != self.kueue.cluster_queues.get(name).map(|q| &q.spec) {
             self.workloads_generation += 1;
         }
     }
@@ -1207,10 +1219,9 @@ impl ClusterState {
     /// A LocalQueue added or changed.
     pub fn apply_local_queue(&mut self, namespace: &str, name: &str, q: LocalQueue) {
         let key = (namespace.to_string(), name.to_string());
-        if self.kueue.local_queues.get(&key) != Some(&q) {
-            self.kueue.local_queues.insert(key, q);
-            self.workloads_generation += 1;
-        }
+        let changed = self.kueue.local_queues.get(&key).map(|o| &o.spec) != Some(&q.spec);
+        self.kueue.local_queues.insert(key, q);
+        self.workloads_generation += u64::from(changed);
     }
 
     /// A LocalQueue deleted.

@@ -1144,12 +1144,12 @@ impl PlanBook {
         if ticket.already_bound {
             return;
         }
-        PlanCounters::bump(&self.counters.binds_failed);
         let Some(seen) =
             (self.pods.get_mut(&ticket.uid)).filter(|seen| seen.binding == Some(ticket.node_id))
         else {
             return;
         };
+        PlanCounters::bump(&self.counters.binds_failed);
         seen.binding = None;
         if std::mem::take(&mut seen.binding_held) {
             self.held.release_binding(ticket.node_id, &seen.requests);

@@ -165,9 +165,14 @@ impl WatchedKind for WatchedPod {
     }
 
     /// A pod a relist no longer shows: succeeded or deleted meanwhile, which the list cannot
-    /// tell (it shows no finished pod), so no successor is expected on its node.
+    /// tell (it shows no finished pod), so no successor is expected on its node; unless the
+    /// watch had seen it being deleted, which it then was.
     fn delete_key(state: &mut ClusterState, key: &str) {
-        state.remove_pod_not_replaced(key);
+        if state.pod(key).is_some_and(|p| p.terminating) {
+            state.remove_pod(key);
+        } else {
+            state.remove_pod_not_replaced(key);
+        }
     }
 
     /// A pod that succeeded leaves the watch (its field selector) as a deletion: nothing is
@@ -529,15 +534,23 @@ mod tests {
             labels: Default::default(),
             annotations: Default::default(),
         };
-        for uid in ["p1", "p2", "p3"] {
+        for uid in ["p1", "p2", "p3", "p4"] {
             s.apply_bound_pod(&pod(uid));
         }
         WatchedPod::delete_key(&mut s, "p1");
         assert!(s.pod("p1").is_none(), "its usage is given back");
         assert!(s.departed(&train).is_empty(), "{:?}", s.departed(&train));
         assert!(!s.has_lost(&train));
-        // A deletion event the watch saw still leaves a place (the check can fail).
+        // A deletion event the watch saw still leaves a place (the check can fail), as does a
+        // pod seen being deleted and then missing from a relist.
         s.remove_pod("p2");
         assert_eq!(s.departed(&train).len(), 1);
+        s.apply_bound_pod(&BoundPod {
+            terminating: true,
+            ..pod("p3")
+        });
+        WatchedPod::delete_key(&mut s, "p3");
+        assert!(s.pod("p3").is_none());
+        assert_eq!(s.departed(&train).len(), 2);
     }
 }

@@ -1011,6 +1011,13 @@ fn the_workloads_generation_moves_only_when_one_changes() {
     let queue = ClusterQueue::default();
     assert!(moved(&mut s, &|s| s.apply_cluster_queue("cq", queue.clone())));
     assert!(!moved(&mut s, &|s| s.apply_cluster_queue("cq", queue.clone())));
+    // A status write (a new resourceVersion) routes nothing; a spec change does.
+    let mut written = queue.clone();
+    written.metadata.resource_version = Some("2".into());
+    assert!(!moved(&mut s, &|s| s.apply_cluster_queue("cq", written.clone())));
+    let mut selective = queue.clone();
+    selective.spec.namespace_selector = Some(Default::default());
+    assert!(moved(&mut s, &|s| s.apply_cluster_queue("cq", selective.clone())));
     assert!(moved(&mut s, &|s| s.delete_cluster_queue("cq")));
     let local = LocalQueue::default();
     assert!(moved(&mut s, &|s| s.apply_local_queue(
@@ -1023,7 +1030,36 @@ fn the_workloads_generation_moves_only_when_one_changes() {
         "q",
         local.clone()
     )));
+    let mut written = local.clone();
+    written.metadata.resource_version = Some("2".into());
+    assert!(!moved(&mut s, &|s| s.apply_local_queue(
+        "default",
+        "q",
+        written.clone()
+    )));
     assert!(moved(&mut s, &|s| s.delete_local_queue("default", "q")));
+    // A plain pod group's workload is formed from its pending pods.
+    let group_pod = |cpu: &str| {
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "g-0", "namespace": "default", "uid": "u0",
+                "labels": {"kueue.x-k8s.io/pod-group-name": "g",
+                    "kueue.x-k8s.io/queue-name": "q"},
+                "annotations": {"kueue.x-k8s.io/pod-group-total-count": "2"}},
+            "spec": {"containers": [{"name": "c", "image": "i",
+                "resources": {"requests": {"cpu": cpu}}}]},
+            "status": {"phase": "Pending"}
+        }))
+        .unwrap();
+        crate::cluster::pending_group_pod(&pod)
+            .unwrap()
+            .expect("a pending group pod")
+    };
+    assert!(moved(&mut s, &|s| s.apply_pending_group_pod("u0", group_pod("4"))));
+    assert!(!moved(&mut s, &|s| s.apply_pending_group_pod("u0", group_pod("4"))));
+    assert!(moved(&mut s, &|s| s.apply_pending_group_pod("u0", group_pod("1"))));
+    assert!(moved(&mut s, &|s| {
+        s.remove_pending_group_pod("u0");
+    }));
     assert!(moved(&mut s, &|s| s.apply_kueue_workload("default/w", None)));
     assert!(!moved(&mut s, &|s| s.apply_kueue_workload("default/w", None)));
     assert!(moved(&mut s, &|s| s.delete_kueue_workload("default/w")));
