@@ -75,6 +75,22 @@ fn leader_label(fake: &FakeApiServer) -> Option<String> {
         })
 }
 
+/// The election's Lease `kube-tas` in `namespace`, as the API server holds it.
+fn lease(fake: &FakeApiServer, namespace: &str) -> Option<Value> {
+    fake.get(
+        "coordination.k8s.io/v1",
+        "Lease",
+        Some(namespace),
+        "kube-tas",
+    )
+}
+
+/// Who holds the Lease in `kube-tas-system`, as the API server says.
+fn lease_holder(fake: &FakeApiServer) -> Option<String> {
+    lease(fake, "kube-tas-system")
+        .and_then(|l| l["spec"]["holderIdentity"].as_str().map(str::to_string))
+}
+
 /// `serve`'s live-mode configuration for these tests: loopback ports, the election's Lease in
 /// `namespace`, this replica named `pod`, no shutdown delay.
 fn live_config(namespace: &str, pod: &str, lease_duration: Duration) -> ServeConfig {
@@ -258,13 +274,7 @@ async fn an_election_that_cannot_start_is_tried_again_until_it_leads() {
     )
     .await;
     assert!(
-        fake.get(
-            "coordination.k8s.io/v1",
-            "Lease",
-            Some("created-later"),
-            "kube-tas"
-        )
-        .is_some(),
+        lease(&fake, "created-later").is_some(),
         "the Lease is created"
     );
     serve.stop().await;
@@ -289,13 +299,8 @@ async fn a_replica_leads_only_once_its_watches_are_synced() {
     // The Lease is free all along: only the unsynced watch keeps the replica out.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(!reports_leader(admin).await, "a replica not synced leads");
-    let lease = fake.get(
-        "coordination.k8s.io/v1",
-        "Lease",
-        Some("kube-tas-system"),
-        "kube-tas",
-    );
-    assert!(lease.is_none(), "the Lease was taken: {lease:?}");
+    let taken = lease(&fake, "kube-tas-system");
+    assert!(taken.is_none(), "the Lease was taken: {taken:?}");
     assert_eq!(
         common::get_text(admin, "/readyz").await.0,
         StatusCode::SERVICE_UNAVAILABLE
@@ -336,15 +341,6 @@ async fn a_leader_lets_its_lease_go_only_after_the_binding_it_writes() {
         fake.bindings_waiting() == 1
     })
     .await;
-    let holder = || {
-        fake.get(
-            "coordination.k8s.io/v1",
-            "Lease",
-            Some("kube-tas-system"),
-            "kube-tas",
-        )
-        .and_then(|l| l["spec"]["holderIdentity"].as_str().map(str::to_string))
-    };
     let stopping = tokio::spawn(serve.stop());
     common::eventually("the leader steps down", WAIT, async || {
         !reports_leader(admin).await
@@ -356,7 +352,7 @@ async fn a_leader_lets_its_lease_go_only_after_the_binding_it_writes() {
         "shut down with a Binding being written"
     );
     assert_eq!(
-        holder().as_deref(),
+        lease_holder(&fake).as_deref(),
         Some("kube-tas-0"),
         "the Lease is kept while the Binding is written"
     );
@@ -365,7 +361,7 @@ async fn a_leader_lets_its_lease_go_only_after_the_binding_it_writes() {
     assert_eq!(bound["Error"].as_str().unwrap_or(""), "", "{bound}");
     stopping.await.unwrap();
     assert_ne!(
-        holder().as_deref(),
+        lease_holder(&fake).as_deref(),
         Some("kube-tas-0"),
         "the Lease is let go"
     );
@@ -398,15 +394,6 @@ async fn a_released_lease_is_taken_over_before_it_would_have_expired() {
 
     first.stop().await;
     let stopped = std::time::Instant::now();
-    let holder = || {
-        fake.get(
-            "coordination.k8s.io/v1",
-            "Lease",
-            Some("kube-tas-system"),
-            "kube-tas",
-        )
-        .and_then(|l| l["spec"]["holderIdentity"].as_str().map(str::to_string))
-    };
     common::eventually("the second replica leads", lease_duration / 3, async || {
         reports_leader(second_admin).await
     })
@@ -416,7 +403,7 @@ async fn a_released_lease_is_taken_over_before_it_would_have_expired() {
         "{:?}",
         stopped.elapsed()
     );
-    assert_eq!(holder().as_deref(), Some("kube-tas-1"));
+    assert_eq!(lease_holder(&fake).as_deref(), Some("kube-tas-1"));
     second.stop().await;
 }
 

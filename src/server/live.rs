@@ -148,17 +148,17 @@ pub async fn run_with(
     // Leadership is given up at once: this pod is leaving the Services' endpoints (it is
     // terminating and /readyz turns 503), so a leader that kept its Lease and label through
     // the delay and the drain would leave kube-scheduler without an extender for that long.
-    // Releasing the Lease and the label lets a follower take over now; the requests still
-    // reaching this replica get the follower's answer (an Error naming the leader, retried).
-    // The watches go on, for the webhook, until nothing more is served.
+    // Stepping down drops the plans and the label now (nothing new is planned or bound; the
+    // requests still reaching this replica get the follower's answer, an Error naming the
+    // leader, retried); the Lease is let go once the Bindings being written have ended (one
+    // landing after the next leader planned would take room that leader gave away), at most
+    // as long as one bind takes, and a follower takes over then. The watches go on, for the
+    // webhook, until nothing more is served.
     server.readiness().begin_shutdown();
-    // Nothing new is planned or bound from here; the Lease is let go once the Bindings being
-    // written have ended (a Binding landing after the next leader planned would take room
-    // that leader gave away), at most as long as one bind can take.
     leadership.step_down();
     if !extender.binds_ended(BIND_LONGEST).await {
         tracing::warn!(
-            waited_s = BIND_LONGEST.as_secs(),
+            waited_ms = BIND_LONGEST.as_millis(),
             "binds still being written as the Lease is let go"
         );
     }
