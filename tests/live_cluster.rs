@@ -14,7 +14,7 @@ use kube_tas::admission::{Decision, Webhook};
 use kube_tas::cluster::WorkloadKind;
 use kube_tas::cluster::group::GroupKey;
 use kube_tas::cluster::live::leader::{self, ElectionConfig};
-use kube_tas::cluster::live::{Leadership, Watches};
+use kube_tas::cluster::live::{Leadership, Watches, unconfirmed};
 use kube_tas::cluster::state::{ClusterState, SharedState};
 use kube_tas::extender::{Binder, Extender, ExtenderBindingArgs};
 use kube_tas::plans::PlanBook;
@@ -763,6 +763,55 @@ async fn binds_whose_events_a_410_lost_are_settled_by_the_relist() {
         assert_eq!(cpu(&s, &seats[1]), on(&seats[1]), "train-1 given back");
     }
     live.fake.resume_watches();
+    live.watches.stop().await;
+}
+
+/// A bind the pod watch never shows (its pod deleted where no event reports it) is read back
+/// once it is old: the pod gone gives its usage back, the pod bound as recorded stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binds_the_watch_never_shows_are_read_back() {
+    let live = Live::start(with_objects(train_of_two())).await;
+    let extender = live.extender();
+    live.fake.stall_watches();
+    let mut seats = Vec::new();
+    for name in ["train-0", "train-1"] {
+        let pod = live.pod(name);
+        let seat = filter(&extender, &pod).unwrap();
+        let bound = extender.bind_and_write(&binding_args(&pod, &seat[0])).await;
+        assert_eq!(bound.error, "", "{bound:?}");
+        seats.push(seat[0].clone());
+    }
+    assert!(live.fake.delete("v1", "Pod", Some("default"), "train-1"));
+    let client = live.fake.client();
+    // Binds newer than the cut are not read.
+    let early = Instant::now() - Duration::from_secs(3600);
+    let outcome = unconfirmed::check_once(&client, &live.state, early).await;
+    assert_eq!(outcome, unconfirmed::CheckOutcome::default());
+    let outcome = unconfirmed::check_once(&client, &live.state, Instant::now()).await;
+    assert_eq!(
+        (outcome.given_back, outcome.holding, outcome.unread),
+        (1, 1, 0),
+        "{outcome:?}"
+    );
+    {
+        let s = live.state.read();
+        assert!(
+            s.pod("uid-train-0").is_some_and(|p| p.assumed),
+            "train-0 kept"
+        );
+        assert!(s.pod("uid-train-1").is_none(), "train-1 given back");
+        let on = |node: &str| i64::from(seats[0] == node) * 4000;
+        assert_eq!(cpu(&s, &seats[0]), on(&seats[0]));
+        assert_eq!(cpu(&s, &seats[1]), on(&seats[1]));
+    }
+    // The watch resumed confirms train-0: nothing is left to read.
+    live.fake.resume_watches();
+    live.until("train-0 confirmed", |s| {
+        s.pod("uid-train-0").is_some_and(|p| !p.assumed)
+    })
+    .await;
+    let outcome = unconfirmed::check_once(&client, &live.state, Instant::now()).await;
+    assert_eq!(outcome, unconfirmed::CheckOutcome::default());
     live.watches.stop().await;
 }
 

@@ -89,6 +89,27 @@ impl PodUsage {
     }
 }
 
+/// A bind kube-tas assumed: when, and the pod it bound.
+#[derive(Debug, Clone)]
+struct AssumedBind {
+    at: Instant,
+    namespace: String,
+    name: String,
+}
+
+/// A bind assumed long ago that the pod watch has not shown ([`ClusterState::assumed_unconfirmed`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnconfirmedBind {
+    /// The pod's uid (its key in the state).
+    pub uid: String,
+    /// The pod's namespace.
+    pub namespace: String,
+    /// The pod's name.
+    pub name: String,
+    /// The node it was bound to.
+    pub node: String,
+}
+
 /// A pod of a running group that stopped holding capacity (deleted, or finished as failed)
 /// while other pods of its group still ran: the pod its controller recreates takes its place,
 /// on its node unless that node has failed for the group.
@@ -216,8 +237,8 @@ pub struct ClusterState {
     /// The pods removed (deleted or finished) lately, which [`ClusterState::assume`] does not
     /// record again.
     removed: RecentUids,
-    /// When each pod still assumed was assumed.
-    assumed_at: HashMap<PodUid, Instant>,
+    /// Each pod still assumed: when, and its name (to read it back).
+    assumed_at: HashMap<PodUid, AssumedBind>,
     /// When the pod watch's last relist began (before its list was requested).
     pod_relist_began: Option<Instant>,
     /// Kueue's Workloads (`namespace/name`) and the group each stands for, when it is a Job
@@ -597,7 +618,8 @@ impl ClusterState {
     /// A pod bound by kube-tas before the watch shows it (read-your-writes). Not recorded
     /// when the watch has already shown the pod bound and gone (its Binding's answer came
     /// after both events): no event would ever remove it, and its usage would stay for good.
-    pub fn assume(&mut self, uid: &str, usage: PodUsage) {
+    /// `pod` names it (`namespace`, `name`), for [`Self::assumed_unconfirmed`].
+    pub fn assume(&mut self, uid: &str, pod: (&str, &str), usage: PodUsage) {
         let uid = PodUid::new(uid);
         if self.removed.contains(&uid) {
             tracing::debug!(pod_uid = %uid, "bind not recorded: the pod is gone already");
@@ -612,8 +634,39 @@ impl ClusterState {
         );
         // The first bind's time stays: a pod is bound once (a second Binding gets a 409).
         if self.pods.get(&uid).is_some_and(|p| p.assumed) {
-            self.assumed_at.entry(uid).or_insert_with(Instant::now);
+            let (namespace, name) = pod;
+            self.assumed_at.entry(uid).or_insert_with(|| AssumedBind {
+                at: Instant::now(),
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+            });
         }
+    }
+
+    /// The binds assumed before `before` that the pod watch has not shown yet, oldest first,
+    /// at most `limit`: normally none (the watch shows a bind within a second). One stays
+    /// unconfirmed for good when its pod was deleted while the pod watch relisted and its
+    /// Binding was answered after that list (no event, no relist would remove it), so those
+    /// left long are read back from the API server.
+    pub fn assumed_unconfirmed(&self, before: Instant, limit: usize) -> Vec<UnconfirmedBind> {
+        let mut old: Vec<(&PodUid, &AssumedBind)> = self
+            .assumed_at
+            .iter()
+            .filter(|(_, bind)| bind.at < before)
+            .collect();
+        old.sort_by_key(|(_, bind)| bind.at);
+        old.into_iter()
+            .take(limit)
+            .filter_map(|(uid, bind)| {
+                let node = self.name_of(self.pods.get(uid)?.node)?;
+                Some(UnconfirmedBind {
+                    uid: uid.to_string(),
+                    namespace: bind.namespace.clone(),
+                    name: bind.name.clone(),
+                    node: node.to_string(),
+                })
+            })
+            .collect()
     }
 
     /// The pod watch begins a relist (its `Init`, sent before the list is requested): a pod
@@ -628,7 +681,7 @@ impl ClusterState {
     /// still holds capacity.
     fn assumed_before_relist(&self, uid: &PodUid) -> bool {
         match (self.assumed_at.get(uid), self.pod_relist_began) {
-            (Some(&at), Some(began)) => at < began,
+            (Some(bind), Some(began)) => bind.at < began,
             _ => false,
         }
     }

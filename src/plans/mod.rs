@@ -1117,6 +1117,7 @@ impl PlanBook {
         let usage = state.usage_generation();
         state.assume(
             &ticket.uid,
+            (&ticket.namespace, &ticket.name),
             PodUsage {
                 node: ticket.node_id,
                 requests: PodResources::from(&requests),

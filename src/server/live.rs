@@ -131,6 +131,11 @@ pub async fn run_with(
         cancel.clone(),
     ));
     tasks.spawn(report_left_out(extender.clone(), cancel.clone()));
+    tasks.spawn(source::unconfirmed::run(
+        client.clone(),
+        extender.state().clone(),
+        cancel.clone(),
+    ));
     let sweep = config.node_id_sweep;
     tasks.spawn(reclaim_node_ids(extender.clone(), sweep, cancel.clone()));
 

@@ -10,7 +10,8 @@
 //!   (or any break) makes kube-runtime relist, and a relist **replaces** what it lists: objects
 //!   deleted during the gap are removed (`remove_unlisted`). Listed objects are applied as they
 //!   arrive and only their keys kept until the list ends, so a 150k-pod list is never held
-//!   whole.
+//!   whole. A bind the relist could not settle (assumed after it began, its pod gone before
+//!   its list) is read back once it stays unconfirmed ([`unconfirmed`]).
 //! * Events are applied as they come, each with those the watch already holds (at most
 //!   [`BURST`]; removals after a relist in chunks of [`RELIST_CHUNK`]) under one write lock,
 //!   so readers never wait behind a whole list and a busy watch does not wait for the lock
@@ -43,6 +44,7 @@ pub mod events;
 pub mod kinds;
 pub mod leader;
 pub mod resources;
+pub mod unconfirmed;
 mod watched_fields;
 
 pub use kinds::{

@@ -122,14 +122,14 @@ fn an_assumed_bind_is_confirmed_by_the_watch_and_only_unconfirmed_ones_are_forgo
     let mut s = ClusterState::new();
     s.apply_node(node("n1", "r1", 8));
     let usage = bind_of_one_cpu(&s, "n1");
-    s.assume("p1", usage.clone());
+    s.assume("p1", ("ns", "p1"), usage.clone());
     assert!(s.pod("p1").unwrap().assumed);
     // The watch shows the same pod bound: no double count, no longer assumed.
     s.apply_bound_pod(&pod("p1", "n1", 1, None));
     assert_eq!(cpu(&s, "n1"), 1000);
     assert!(!s.pod("p1").unwrap().assumed);
     assert!(!s.forget_assumed("p1"), "a confirmed pod stays");
-    s.assume("p2", usage);
+    s.assume("p2", ("ns", "p2"), usage);
     assert_eq!(cpu(&s, "n1"), 2000);
     assert!(s.forget_assumed("p2"));
     assert_eq!(cpu(&s, "n1"), 1000);
@@ -147,16 +147,16 @@ fn a_bind_answered_after_its_pod_is_gone_records_nothing() {
     assert!(s.remove_pod("deleted"));
     s.apply_bound_pod(&pod("succeeded", "n1", 1, None));
     assert!(s.remove_pod_not_replaced("succeeded"));
-    s.assume("deleted", usage.clone());
-    s.assume("succeeded", usage.clone());
+    s.assume("deleted", ("ns", "deleted"), usage.clone());
+    s.assume("succeeded", ("ns", "succeeded"), usage.clone());
     assert!(s.pod("deleted").is_none() && s.pod("succeeded").is_none());
     assert_eq!(cpu(&s, "n1"), 0);
     // A pod the watch has not removed is recorded.
-    s.assume("live", usage.clone());
+    s.assume("live", ("ns", "live"), usage.clone());
     assert_eq!(cpu(&s, "n1"), 1000);
     // A pod whose bound state the watch never showed, only its deletion.
     assert!(!s.remove_pod("never-seen"));
-    s.assume("never-seen", usage.clone());
+    s.assume("never-seen", ("ns", "never-seen"), usage.clone());
     assert!(s.pod("never-seen").is_none());
     // Many removals (a mass deletion) push nothing out of the window.
     for i in 0..5000 {
@@ -164,13 +164,13 @@ fn a_bind_answered_after_its_pod_is_gone_records_nothing() {
         s.apply_bound_pod(&pod(&uid, "n1", 0, None));
         assert!(s.remove_pod(&uid));
     }
-    s.assume("deleted", usage.clone());
+    s.assume("deleted", ("ns", "deleted"), usage.clone());
     assert!(s.pod("deleted").is_none());
     // Remembered for a while, not for good: a removal past the window forgets the others.
     let later = Instant::now() + RecentUids::KEPT_FOR + Duration::from_secs(1);
     s.removed.insert(PodUid::new("another"), later);
     assert_eq!((s.removed.order.len(), s.removed.set.len()), (1, 1));
-    s.assume("deleted", usage);
+    s.assume("deleted", ("ns", "deleted"), usage);
     assert_eq!(cpu(&s, "n1"), 2000, "forgotten: recorded again");
 }
 
@@ -188,14 +188,14 @@ fn a_relist_begun_after_a_bind_removes_it_when_unlisted() {
         uids.sort();
         uids
     };
-    s.assume("early", usage.clone());
-    s.assume("confirmed", usage.clone());
+    s.assume("early", ("ns", "early"), usage.clone());
+    s.assume("confirmed", ("ns", "confirmed"), usage.clone());
     s.apply_bound_pod(&pod("confirmed", "n1", 1, None));
     assert_eq!(watched(&s), ["confirmed"], "no relist yet: binds are kept");
     std::thread::sleep(Duration::from_millis(2));
     let began = Instant::now();
     std::thread::sleep(Duration::from_millis(2));
-    s.assume("late", usage);
+    s.assume("late", ("ns", "late"), usage);
     s.pod_relist_began(began);
     assert_eq!(watched(&s), ["confirmed", "early"]);
     // What the relist does with an unlisted key.
@@ -206,6 +206,50 @@ fn a_relist_begun_after_a_bind_removes_it_when_unlisted() {
         [&PodUid::new("late")],
         "only pods still assumed are timed"
     );
+}
+
+/// The binds left unconfirmed past a time, oldest first and at most as many as asked, named
+/// for reading back; a bind the watch confirmed, or one after the time, is not among them.
+#[test]
+fn unconfirmed_binds_are_the_old_assumed_ones_oldest_first() {
+    let mut s = ClusterState::new();
+    s.apply_node(node("n1", "r1", 8));
+    s.apply_node(node("n2", "r1", 8));
+    let on_n1 = bind_of_one_cpu(&s, "n1");
+    let on_n2 = bind_of_one_cpu(&s, "n2");
+    s.assume("first", ("ns-a", "pod-a"), on_n2);
+    std::thread::sleep(Duration::from_millis(2));
+    s.assume("second", ("ns-b", "pod-b"), on_n1.clone());
+    s.assume("confirmed", ("ns", "confirmed"), on_n1.clone());
+    s.apply_bound_pod(&pod("confirmed", "n1", 1, None));
+    std::thread::sleep(Duration::from_millis(2));
+    let cut = Instant::now();
+    std::thread::sleep(Duration::from_millis(2));
+    s.assume("late", ("ns", "late"), on_n1);
+    let old = s.assumed_unconfirmed(cut, 10);
+    let named: Vec<_> = old
+        .iter()
+        .map(|b| {
+            (
+                b.uid.as_str(),
+                b.namespace.as_str(),
+                b.name.as_str(),
+                b.node.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        named,
+        [
+            ("first", "ns-a", "pod-a", "n2"),
+            ("second", "ns-b", "pod-b", "n1")
+        ]
+    );
+    let oldest = s.assumed_unconfirmed(cut, 1);
+    assert_eq!(oldest.len(), 1);
+    assert_eq!(oldest[0].uid, "first");
+    assert!(s.forget_assumed("first"));
+    assert_eq!(s.assumed_unconfirmed(cut, 10)[0].uid, "second");
 }
 
 #[test]
@@ -294,7 +338,7 @@ fn a_relist_removes_what_it_no_longer_lists_but_keeps_binds_in_flight() {
         assumed: true,
         ..s.pod("p2").unwrap().clone()
     };
-    s.assume("p3", usage);
+    s.assume("p3", ("ns", "p3"), usage);
     s.replace_nodes(vec![node("n1", "r1", 8), node("n2", "r1", 8)]);
     assert_eq!(s.node_count(), 2);
     assert!(s.node_by_name("n3").is_none());
