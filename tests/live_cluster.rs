@@ -1165,6 +1165,50 @@ async fn a_pod_group_of_two_shapes_waits_for_all_its_pods_then_is_planned_whole(
     live.watches.stop().await;
 }
 
+/// A plain pod group's pod deleted after it took its seat, before it was bound: the pending
+/// watch shows it gone, and the pod made in its place takes its seat (in a full rack there is
+/// no room for another beside it). While the deleted pod is still watched pending, its seat
+/// stays its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_group_pod_deleted_before_its_bind_leaves_its_seat_to_the_next() {
+    let live = Live::start(with_objects(two_racks())).await;
+    let extender = live.extender();
+    let group = GroupKey {
+        kind: WorkloadKind::PodGroup,
+        namespace: "default".into(),
+        name: "g".into(),
+    };
+    // Four pods of 4 cpu in one rack: only r2 (2 x 8 cpu) holds them, and is then full.
+    for i in 0..4 {
+        live.fake.apply(group_pod("g", &format!("g-{i}"), 4, 4));
+    }
+    live.until("every pod of the group is watched", |s| {
+        s.pod_group_incomplete(&group).is_none() && s.is_pending_group_pod("uid-g-3")
+    })
+    .await;
+    for i in 0..4 {
+        let nodes = filter(&extender, &live.pod(&format!("g-{i}"))).unwrap();
+        assert_eq!(nodes.len(), 1, "g-{i}: {nodes:?}");
+        assert_eq!(rack_of(&live.state.read(), &nodes[0]), "r2");
+    }
+    assert_eq!(extender.stats().seats_held, 4);
+    // g-4 comes while g-3 is still pending: every seat is someone's, and r2 is full.
+    live.fake.apply(group_pod("g", "g-4", 4, 4));
+    live.until("g-4 is watched", |s| s.is_pending_group_pod("uid-g-4"))
+        .await;
+    let g4 = live.pod("g-4");
+    assert_eq!(filter(&extender, &g4).unwrap(), Vec::<String>::new());
+    // g-3 is deleted: its seat is g-4's.
+    assert!(live.fake.delete("v1", "Pod", Some("default"), "g-3"));
+    live.until("g-3 is gone", |s| !s.is_pending_group_pod("uid-g-3"))
+        .await;
+    let nodes = filter(&extender, &g4).unwrap();
+    assert_eq!(nodes.len(), 1, "{nodes:?}");
+    assert_eq!(rack_of(&live.state.read(), &nodes[0]), "r2");
+    assert_eq!(extender.stats().seats_held, 4);
+    live.watches.stop().await;
+}
+
 /// A replica elected on a Lease nobody holds yet takes it and keeps it, with a few Lease
 /// requests a second: an election that restarted itself on finding the Lease free (as it is
 /// while the lease manager takes it) would hammer the API server and never settle.

@@ -1112,6 +1112,11 @@ impl ClusterState {
             .filter_map(|u| self.pending_group_pods.get(u))
     }
 
+    /// Whether `uid` is a pending pod of a plain pod group the watch shows.
+    pub fn is_pending_group_pod(&self, uid: &str) -> bool {
+        self.pending_group_pods.contains_key(uid)
+    }
+
     /// The uids of every pending group pod recorded.
     pub fn pending_group_pod_uids(&self) -> Vec<String> {
         self.pending_group_pods.keys().cloned().collect()

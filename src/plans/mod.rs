@@ -379,6 +379,72 @@ impl Plan {
     }
 }
 
+/// A pod made in place of one that took a seat and went away before it was bound (a pending
+/// pod deleted: its controller makes another with the same numbers) takes its predecessor's
+/// seat: a seat taken, not being bound, by a pod of the same PodSet and the same index that
+/// holds no capacity. Two pods of one index never both wait for a seat: kube-scheduler
+/// schedules no pod being deleted. Without this the dead seat kept its room for the plan's
+/// life, and its successor needed an extra seat beside it (none, in a full domain). A pod with
+/// no index (a NonIndexed Job's) cannot tell its predecessor from a sibling still waiting.
+fn hand_over_predecessor_seat(
+    plan: &mut Plan,
+    seen: &HashMap<String, SeenPod>,
+    state: &ClusterState,
+    facts: &PodFacts,
+) {
+    let index = facts.index();
+    if index == PodIndex::default() {
+        return;
+    }
+    let predecessor = plan.by_uid.iter().find(|&(uid, &s)| {
+        plan.seats[s].holder == Holder::Taken(uid.clone())
+            && state.pod(uid).is_none()
+            && seen
+                .get(uid)
+                .is_some_and(|p| p.index == index && p.pod_set == facts.pod_set)
+    });
+    let Some((gone, s)) = predecessor.map(|(uid, &s)| (uid.clone(), s)) else {
+        return;
+    };
+    tracing::debug!(pod = %facts.name, predecessor = %gone,
+        "a pod takes the seat of the pod it replaces");
+    plan.by_uid.remove(&gone);
+    plan.seats[s].holder = Holder::Taken(facts.uid.clone());
+    plan.by_uid.insert(facts.uid.clone(), s);
+}
+
+/// In live mode, where a watch feeds the pending pods of plain pod groups and of Workload-API
+/// PodGroups, a seat taken by a pod that is gone (neither pending nor holding capacity) is
+/// open again: its group's next pod takes it. A Job's pending pods are not watched: one
+/// waiting cannot be told from one gone (its successor, of the same index, takes its seat:
+/// [`hand_over_predecessor_seat`]).
+fn reopen_vanished_seats(plan: &mut Plan, state: &ClusterState, key: &PlanKey, asking: &str) {
+    if !state.tracks_pending_group_pods() {
+        return; // from files, a pod the scheduler sends may be known nowhere else
+    }
+    let pending = |uid: &str| match key.group.kind {
+        WorkloadKind::SchedulingGroup => Some(state.pending_member(uid).is_some()),
+        WorkloadKind::PodGroup => Some(state.is_pending_group_pod(uid)),
+        _ => None,
+    };
+    let gone: Vec<String> = plan
+        .by_uid
+        .iter()
+        .filter(|&(uid, &s)| {
+            uid.as_str() != asking
+                && plan.seats[s].holder == Holder::Taken(uid.clone())
+                && pending(uid) == Some(false)
+                && state.pod(uid).is_none()
+        })
+        .map(|(uid, _)| uid.clone())
+        .collect();
+    for uid in gone {
+        if let Some(s) = plan.by_uid.remove(&uid) {
+            plan.seats[s].holder = Holder::Open;
+        }
+    }
+}
+
 /// A pod kube-tas has seen in `filter` (what `bind` needs to record it).
 #[derive(Debug, Clone)]
 struct SeenPod {
@@ -1635,6 +1701,10 @@ impl PlanBook {
             facts.job_index,
             plan.pods_per_replica,
         );
+        if !plan.by_uid.contains_key(&facts.uid) {
+            hand_over_predecessor_seat(plan, &self.pods, state, facts);
+            reopen_vanished_seats(plan, state, key, &facts.uid);
+        }
         let seat = match plan.take_seat(&facts.uid, rank) {
             Some(s) => s,
             None => match self.extra_seat(state, key, &facts.uid) {

@@ -22,7 +22,7 @@ use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodSpec};
 use super::held::HeldCapacity;
 use super::{
     FilterVerdict, Holder, MAIN_POD_SET, Plan, PlanBook, PlanCounters, PlanKey, PodFacts,
-    Rejection, Seat, main_key,
+    Rejection, Seat, main_key, reopen_vanished_seats,
 };
 use crate::cluster::WorkloadKind;
 use crate::cluster::group::GroupKey;
@@ -77,7 +77,9 @@ impl PlanBook {
                     ));
                 }
             };
-            self.reopen_vanished_seats(state, &key, &facts.uid);
+            if let Some(plan) = self.plans.get_mut(&key) {
+                reopen_vanished_seats(plan, state, &key, &facts.uid);
+            }
             self.take_open_seat(state, &key, &facts.uid, &asking);
             if !self.has_seat(&key, &facts.uid)
                 && let Err(rejection) = self.plan_scheduling_tree(state, facts, asking, now, true)
@@ -107,33 +109,6 @@ impl PlanBook {
             };
         }
         self.seat_filter(state, &key, facts, candidates, now)
-    }
-
-    /// In live mode (the watches feed the pending pods), a seat taken by a pod that is gone
-    /// (neither pending nor holding capacity) is open again: its group's next pod takes it.
-    fn reopen_vanished_seats(&mut self, state: &ClusterState, key: &PlanKey, asking: &str) {
-        if !state.tracks_pending_group_pods() {
-            return; // from files, a pod the scheduler sends may be known nowhere else
-        }
-        let Some(plan) = self.plans.get_mut(key) else {
-            return;
-        };
-        let gone: Vec<String> = plan
-            .by_uid
-            .keys()
-            .filter(|uid| {
-                uid.as_str() != asking
-                    && state.pending_member(uid).is_none()
-                    && state.pod(uid).is_none()
-            })
-            .filter(|uid| plan.seats[plan.by_uid[*uid]].holder == Holder::Taken((*uid).clone()))
-            .cloned()
-            .collect();
-        for uid in gone {
-            if let Some(s) = plan.by_uid.remove(&uid) {
-                plan.seats[s].holder = Holder::Open;
-            }
-        }
     }
 
     /// Seats the pod in an open seat of its PodGroup's plan (one a refused Binding gave back,

@@ -528,6 +528,53 @@ fn completion_index_i_takes_seat_i() {
     );
 }
 
+/// A pod made in place of one deleted before it was bound (same index, another uid) takes its
+/// predecessor's seat: in a full rack there is no room for an extra seat beside the dead one.
+/// A pod of an index nobody held finds no seat there.
+#[test]
+fn a_pod_made_in_place_of_one_deleted_before_its_bind_takes_its_seat() {
+    let mut b = book(1, &job_yaml("train", 8, 1, RACK));
+    let t0 = Instant::now();
+    let by_index = seats(&mut b, "train", 8, 1, t0);
+    assert_eq!(b.stats().seats_held, 8);
+    let with_uid = |index: usize, uid: &str| {
+        let mut pod = job_pod("train", index, 1);
+        pod.metadata.uid = Some(uid.to_string());
+        pod
+    };
+    let t1 = t0 + Duration::from_secs(1);
+    assert_eq!(
+        seat_of(&mut b, &with_uid(3, "uid-train-3-again"), t1),
+        by_index[3]
+    );
+    let s = b.stats();
+    assert_eq!((s.plans_made, s.seats_held), (1, 8), "{s:?}");
+    // The successor binds there; the plan is whole once the others bind too.
+    let name = pod_name("train", 3);
+    b.bind("default", &name, "uid-train-3-again", &by_index[3], t1)
+        .unwrap();
+    let names = all_nodes(&b);
+    let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
+    let stranger = with_uid(8, "uid-train-8");
+    let refused = b.filter(&stranger, &candidates, t1);
+    assert!(
+        matches!(&refused, FilterVerdict::Only { pass, .. } if pass.is_empty()),
+        "{refused:?}"
+    );
+    for i in (0..8).filter(|&i| i != 3) {
+        b.bind(
+            "default",
+            &pod_name("train", i),
+            &uid("train", i),
+            &by_index[i],
+            t1,
+        )
+        .unwrap();
+    }
+    let s = b.stats();
+    assert_eq!((s.plans_active, s.seats_held), (0, 0), "{s:?}");
+}
+
 #[test]
 fn a_second_gang_cannot_take_the_first_gangs_seats() {
     // Two racks of 8 cpu; each gang needs a whole rack.

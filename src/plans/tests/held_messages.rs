@@ -6,12 +6,19 @@
 
 use super::*;
 
-/// The pod the Job controller creates in place of pod `index` of `job` that took a seat and
-/// went away before it was bound (same completion index, new name and uid).
+/// A pod of `job` made in place of pod `index` that took a seat and went away before it was
+/// bound, carrying no completion index (as a NonIndexed Job's pods): it cannot be told from a
+/// sibling still waiting, so its predecessor's seat stays taken and it needs a seat of its own
+/// (a pod with the index takes its predecessor's seat:
+/// `a_pod_made_in_place_of_one_deleted_before_its_bind_takes_its_seat`).
 fn again(job: &str, index: usize, cpu: u32) -> Pod {
     let mut pod = job_pod(job, index, cpu);
     pod.metadata.name = Some(format!("{job}-{index}-again"));
     pod.metadata.uid = Some(format!("uid-{job}-{index}-again"));
+    let numbered = [&mut pod.metadata.labels, &mut pod.metadata.annotations];
+    for numbers in numbered.into_iter().flatten() {
+        numbers.remove("batch.kubernetes.io/job-completion-index");
+    }
     pod
 }
 
