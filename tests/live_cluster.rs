@@ -1198,10 +1198,12 @@ async fn a_pod_group_pod_deleted_before_its_bind_leaves_its_seat_to_the_next() {
         .await;
     let g4 = live.pod("g-4");
     assert_eq!(filter(&extender, &g4).unwrap(), Vec::<String>::new());
-    // g-3 is deleted: its seat is g-4's.
+    // g-3 is deleted: its seat is g-4's, once g-3 has not been filtered for a while (a pod
+    // just created may take its seat before the pending watch shows it).
     assert!(live.fake.delete("v1", "Pod", Some("default"), "g-3"));
     live.until("g-3 is gone", |s| !s.is_pending_group_pod("uid-g-3"))
         .await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
     let nodes = filter(&extender, &g4).unwrap();
     assert_eq!(nodes.len(), 1, "{nodes:?}");
     assert_eq!(rack_of(&live.state.read(), &nodes[0]), "r2");

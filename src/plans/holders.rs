@@ -80,8 +80,33 @@ impl PlanBook {
         if state.room_for(node, Some(held), requests) || !state.room_for(node, None, requests) {
             return None;
         }
-        let plans = self.plans_holding(|id| id == node);
-        Some(format!("{} for pods not bound yet", held_by(&plans, None)))
+        Some(self.holders_on(|id| id == node))
+    }
+
+    /// Who holds capacity on the nodes `on` accepts: `held by 2 plans (...) for pods not bound
+    /// yet`, `held for 1 pod whose Binding is being written` (a pod without a seat, from its
+    /// bind's start to its end), or both.
+    pub(super) fn holders_on(&self, on: impl Fn(NodeId) -> bool) -> String {
+        let plans = self.plans_holding(&on);
+        let binding = (self.pods.values())
+            .filter(|p| p.binding_held && p.binding.is_some_and(&on))
+            .count();
+        let for_binds = |lead: &str| {
+            format!(
+                "{lead} {binding} pod{} whose Binding is being written",
+                if binding == 1 { "" } else { "s" }
+            )
+        };
+        match (plans.is_empty(), binding) {
+            (true, 0) => "held for pods not bound yet".to_string(),
+            (true, _) => for_binds("held for"),
+            (false, 0) => format!("{} for pods not bound yet", held_by(&plans, None)),
+            (false, _) => format!(
+                "{} for pods not bound yet {}",
+                held_by(&plans, None),
+                for_binds("and for")
+            ),
+        }
     }
 
     /// The words to add to the engine's message for a unit of `group` that does not fit on

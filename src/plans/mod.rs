@@ -382,8 +382,8 @@ impl Plan {
 /// A pod made in place of one that took a seat and went away before it was bound (a pending
 /// pod deleted: its controller makes another with the same numbers) takes its predecessor's
 /// seat: a seat taken, not being bound, by a pod of the same PodSet and the same index that
-/// holds no capacity. Two pods of one index never both wait for a seat: kube-scheduler
-/// schedules no pod being deleted. Without this the dead seat kept its room for the plan's
+/// holds no capacity. Two pods of one completion index never both wait for a seat:
+/// kube-scheduler schedules no pod being deleted. Without this the dead seat kept its room for the plan's
 /// life, and its successor needed an extra seat beside it (none, in a full domain). A pod with
 /// no index (a NonIndexed Job's) cannot tell its predecessor from a sibling still waiting.
 fn hand_over_predecessor_seat(
@@ -393,7 +393,9 @@ fn hand_over_predecessor_seat(
     facts: &PodFacts,
 ) {
     let index = facts.index();
-    if index == PodIndex::default() {
+    // Only a completion index numbers one pod: a JobSet's NonIndexed Job gives its pods one
+    // Job index, which siblings share.
+    if index.completion.is_none() {
         return;
     }
     let predecessor = plan.by_uid.iter().find(|&(uid, &s)| {
@@ -413,15 +415,31 @@ fn hand_over_predecessor_seat(
     plan.by_uid.insert(facts.uid.clone(), s);
 }
 
+/// How long after its last `filter` a seat's pod the pending watch does not show counts as
+/// gone: kube-scheduler's informer and kube-tas's watch learn of a new pod at about the same
+/// time, but a pod just created may take its seat before the watch shows it.
+const PENDING_WATCH_LAG: Duration = Duration::from_secs(1);
+
 /// In live mode, where a watch feeds the pending pods of plain pod groups and of Workload-API
-/// PodGroups, a seat taken by a pod that is gone (neither pending nor holding capacity) is
-/// open again: its group's next pod takes it. A Job's pending pods are not watched: one
-/// waiting cannot be told from one gone (its successor, of the same index, takes its seat:
-/// [`hand_over_predecessor_seat`]).
-fn reopen_vanished_seats(plan: &mut Plan, state: &ClusterState, key: &PlanKey, asking: &str) {
+/// PodGroups, a seat taken by a pod that is gone (neither pending nor holding capacity, and not
+/// filtered for [`PENDING_WATCH_LAG`]) is open again: its group's next pod takes it. A Job's
+/// pending pods are not watched: one waiting cannot be told from one gone (its successor, of
+/// the same index, takes its seat: [`hand_over_predecessor_seat`]).
+fn reopen_vanished_seats(
+    plan: &mut Plan,
+    seen: &HashMap<String, SeenPod>,
+    state: &ClusterState,
+    key: &PlanKey,
+    asking: &str,
+    now: Instant,
+) {
     if !state.tracks_pending_group_pods() {
         return; // from files, a pod the scheduler sends may be known nowhere else
     }
+    let quiet = |uid: &str| {
+        seen.get(uid)
+            .is_none_or(|p| now.saturating_duration_since(p.seen) >= PENDING_WATCH_LAG)
+    };
     let pending = |uid: &str| match key.group.kind {
         WorkloadKind::SchedulingGroup => Some(state.pending_member(uid).is_some()),
         WorkloadKind::PodGroup => Some(state.is_pending_group_pod(uid)),
@@ -435,6 +453,7 @@ fn reopen_vanished_seats(plan: &mut Plan, state: &ClusterState, key: &PlanKey, a
                 && plan.seats[s].holder == Holder::Taken(uid.clone())
                 && pending(uid) == Some(false)
                 && state.pod(uid).is_none()
+                && quiet(uid)
         })
         .map(|(uid, _)| uid.clone())
         .collect();
@@ -1703,7 +1722,7 @@ impl PlanBook {
         );
         if !plan.by_uid.contains_key(&facts.uid) {
             hand_over_predecessor_seat(plan, &self.pods, state, facts);
-            reopen_vanished_seats(plan, state, key, &facts.uid);
+            reopen_vanished_seats(plan, &self.pods, state, key, &facts.uid, now);
         }
         let seat = match plan.take_seat(&facts.uid, rank) {
             Some(s) => s,
@@ -1859,11 +1878,10 @@ impl PlanBook {
         if !held_back.is_empty() {
             let nodes: std::collections::HashSet<NodeId> =
                 held_back.iter().map(|&(_, id)| id).collect();
-            let plans = self.plans_holding(|id| nodes.contains(&id));
             let reason = Rejection {
                 reason: format!(
-                    "node(s) have their free capacity {} for pods not bound yet",
-                    holders::held_by(&plans, None)
+                    "node(s) have their free capacity {}",
+                    self.holders_on(|id| nodes.contains(&id))
                 )
                 .into(),
                 unresolvable: false,

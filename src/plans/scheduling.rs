@@ -78,7 +78,7 @@ impl PlanBook {
                 }
             };
             if let Some(plan) = self.plans.get_mut(&key) {
-                reopen_vanished_seats(plan, state, &key, &facts.uid);
+                reopen_vanished_seats(plan, &self.pods, state, &key, &facts.uid, now);
             }
             self.take_open_seat(state, &key, &facts.uid, &asking);
             if !self.has_seat(&key, &facts.uid)

@@ -575,6 +575,37 @@ fn a_pod_made_in_place_of_one_deleted_before_its_bind_takes_its_seat() {
     assert_eq!((s.plans_active, s.seats_held), (0, 0), "{s:?}");
 }
 
+/// Pods numbered only by a JobSet's Job index (a NonIndexed replicated Job: siblings share
+/// it) are not each other's predecessors: a sibling waiting keeps its seat.
+#[test]
+fn siblings_sharing_only_a_job_index_keep_their_seats() {
+    let mut b = book(1, &job_yaml("train", 8, 1, RACK));
+    let t0 = Instant::now();
+    let by_index = seats(&mut b, "train", 7, 1, t0);
+    let sibling = |uid: &str| {
+        let mut pod = job_pod("train", 7, 1);
+        pod.metadata.uid = Some(uid.to_string());
+        let numbered = [&mut pod.metadata.labels, &mut pod.metadata.annotations];
+        for numbers in numbered.into_iter().flatten() {
+            numbers.remove("batch.kubernetes.io/job-completion-index");
+        }
+        let labels = pod.metadata.labels.get_or_insert_default();
+        labels.insert("jobset.sigs.k8s.io/job-index".into(), "0".into());
+        pod
+    };
+    let first = seat_of(&mut b, &sibling("uid-sibling-a"), t0);
+    assert_eq!(rack_of(&b, &first), rack_of(&b, &by_index[0]));
+    let names = all_nodes(&b);
+    let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
+    let second = b.filter(&sibling("uid-sibling-b"), &candidates, t0);
+    assert!(
+        matches!(&second, FilterVerdict::Only { pass, .. } if pass.is_empty()),
+        "{second:?}"
+    );
+    // The first still has its seat.
+    assert_eq!(seat_of(&mut b, &sibling("uid-sibling-a"), t0), first);
+}
+
 #[test]
 fn a_second_gang_cannot_take_the_first_gangs_seats() {
     // Two racks of 8 cpu; each gang needs a whole rack.
@@ -989,10 +1020,28 @@ fn a_pod_without_a_seat_holds_its_room_while_its_binding_is_written() {
         .begin_bind(&b.state, "default", "a", "uid-a", "web-1", t0)
         .unwrap();
     assert!(lone_rejected(&mut b, &lone_pod("b", 4), t0).contains(&web));
+    // The messages say what holds the room: a pod being bound, not a plan.
+    let names = all_nodes(&b);
+    let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
+    let FilterVerdict::Except { rejected } = b.filter(&lone_pod("b", 4), &candidates, t0) else {
+        panic!("a lone pod gets Except");
+    };
+    let (_, why) = rejected.iter().find(|(i, _)| names[*i] == web).unwrap();
+    assert_eq!(
+        &*why.reason,
+        "node(s) have their free capacity held for 1 pod whose Binding is being written"
+    );
     let refused = (b.book)
         .begin_bind(&b.state, "default", "b", "uid-b", "web-1", t0)
         .unwrap_err();
-    assert!(refused.0.contains("no room"), "{}", refused.0);
+    assert!(
+        refused.0.ends_with(
+            "no room for pod default/b: its free capacity is held for 1 pod whose \
+                        Binding is being written"
+        ),
+        "{}",
+        refused.0
+    );
     assert_eq!(b.stats().seats_held, 0, "a pod being bound is not a seat");
     // a's Binding refused: the room is free again.
     b.book.abort_bind(&ticket, "etcd timed out");

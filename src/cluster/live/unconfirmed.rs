@@ -8,7 +8,9 @@
 //! hours away. Every [`CHECK_EVERY`], the binds left unconfirmed for [`UNCONFIRMED_AFTER`] are
 //! read back, at most [`READ_MOST`] at a time: a pod gone, finished, another under the same
 //! name, or not on the node bound gives its usage back; one bound as recorded stays (the watch
-//! is late, and will show it), as does one that cannot be read (tried again next time).
+//! is late, and will show it), as does one that cannot be read (tried again next time). A
+//! bind recorded under `namespace/name` (the scheduler sent no uid) is given back once the pod
+//! is read with a uid: the watch counts it under that.
 
 use std::time::{Duration, Instant};
 
@@ -47,9 +49,13 @@ pub fn judge(bind: &UnconfirmedBind, pod: Option<&Pod>) -> ReadBack {
     let Some(pod) = pod else {
         return ReadBack::Gone("deleted");
     };
-    // A uid was recorded unless the scheduler sent none (then the key is `namespace/name`).
-    let same_pod = bind.uid.contains('/') || pod.metadata.uid.as_deref() == Some(&bind.uid);
-    if !same_pod {
+    let uid = pod.metadata.uid.as_deref().filter(|u| !u.is_empty());
+    // Recorded under `namespace/name` (the scheduler sent no uid): the watch counts the pod
+    // under its uid, so this record only counts it twice.
+    if bind.uid.contains('/') && uid.is_some() {
+        return ReadBack::Gone("counted by the pod watch under its uid");
+    }
+    if !bind.uid.contains('/') && uid != Some(bind.uid.as_str()) {
         return ReadBack::Gone("deleted (another pod has its name now)");
     }
     if is_terminal(pod) {
@@ -194,11 +200,15 @@ mod tests {
             "another node"
         );
         assert!(gone(Some(&pod("u1", None, "Pending"))), "not bound");
-        // No uid recorded (the scheduler sent none): the name is the pod.
+        // No uid recorded (the scheduler sent none): the watch keys the pod by its uid, so the
+        // record under its name only counts it twice.
         let by_name = bind("ns/p");
-        assert_eq!(
+        assert!(matches!(
             judge(&by_name, Some(&pod("u9", Some("n1"), "Running"))),
-            ReadBack::Holds
-        );
+            ReadBack::Gone(_)
+        ));
+        let mut no_uid = pod("", Some("n1"), "Running");
+        no_uid.metadata.uid = None;
+        assert_eq!(judge(&by_name, Some(&no_uid)), ReadBack::Holds);
     }
 }

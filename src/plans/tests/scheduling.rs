@@ -1300,6 +1300,38 @@ fn a_node_only_tolerating_pods_may_use_still_gets_their_seat() {
     assert_ne!(seat(&mut b, &plain[0], t0), "r1-n1");
 }
 
+/// A seat's pod the pending watch does not show is taken for gone only once it has not been
+/// filtered for a moment: a pod just created may ask before the watch shows it, and its seat
+/// must stay its own meanwhile.
+#[test]
+fn a_seat_whose_pod_was_just_filtered_is_not_taken_for_vanished() {
+    let mut b = two_racks("");
+    b.state.track_pending_group_pods();
+    b.state
+        .apply_scheduling_group(gang("pair", 2, Some("rack"), None));
+    let pods = watched_members(&mut b, "pair", 2, 4);
+    let t0 = Instant::now();
+    assert_eq!(seat(&mut b, &pods[0], t0), "r1-n1");
+    assert_eq!(seat(&mut b, &pods[1], t0), "r1-n2");
+    // pair-1 leaves the pending watch (as a pod not shown yet is missing from it).
+    assert!(b.state.remove_pending_member(&pod_uid("pair-1")));
+    let newcomer = member("pair", "pair-2", 4);
+    watch(&mut b, &newcomer);
+    let soon = t0 + Duration::from_millis(500);
+    let (pass, _) = ask(&mut b, &newcomer, soon);
+    assert!(!pass.contains(&"r1-n2".to_string()), "{pass:?}");
+    assert_eq!(
+        seat(&mut b, &pods[1], soon),
+        "r1-n2",
+        "pair-1 keeps its seat"
+    );
+    // Not filtered since: gone, and its seat is the newcomer's.
+    let later = soon + Duration::from_secs(2);
+    let newcomer_b = member("pair", "pair-3", 4);
+    watch(&mut b, &newcomer_b);
+    assert_eq!(seat(&mut b, &newcomer_b, later), "r1-n2");
+}
+
 /// In live mode a seat whose pod is gone (deleted before it bound) is opened again, and the
 /// pod that replaces it takes that seat instead of a new one.
 #[test]
