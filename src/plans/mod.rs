@@ -391,6 +391,7 @@ fn hand_over_predecessor_seat(
     seen: &HashMap<String, SeenPod>,
     state: &ClusterState,
     facts: &PodFacts,
+    rank: Option<usize>,
 ) {
     let index = facts.index();
     // Only a completion index numbers one pod: a JobSet's NonIndexed Job gives its pods one
@@ -398,16 +399,23 @@ fn hand_over_predecessor_seat(
     if index.completion.is_none() {
         return;
     }
-    let predecessor = plan.by_uid.iter().find(|&(uid, &s)| {
-        plan.seats[s].holder == Holder::Taken(uid.clone())
-            && state.pod(uid).is_none()
-            && seen
-                .get(uid)
-                .is_some_and(|p| p.index == index && p.pod_set == facts.pod_set)
-    });
-    let Some((gone, s)) = predecessor.map(|(uid, &s)| (uid.clone(), s)) else {
+    // Its predecessor, of the same numbers, took the seat of their rank: one seat to look at
+    // (a scan of the plan's pods per new pod would cost a gang of n pods n² lookups).
+    let Some(s) = rank.filter(|&r| r < plan.seats.len()) else {
         return;
     };
+    let Holder::Taken(gone) = &plan.seats[s].holder else {
+        return;
+    };
+    let replaced = *gone != facts.uid
+        && state.pod(gone).is_none()
+        && seen
+            .get(gone)
+            .is_some_and(|p| p.index == index && p.pod_set == facts.pod_set);
+    if !replaced {
+        return;
+    }
+    let gone = gone.clone();
     tracing::debug!(pod = %facts.name, predecessor = %gone,
         "a pod takes the seat of the pod it replaces");
     plan.by_uid.remove(&gone);
@@ -1721,10 +1729,15 @@ impl PlanBook {
             plan.pods_per_replica,
         );
         if !plan.by_uid.contains_key(&facts.uid) {
-            hand_over_predecessor_seat(plan, &self.pods, state, facts);
-            reopen_vanished_seats(plan, &self.pods, state, key, &facts.uid, now);
+            hand_over_predecessor_seat(plan, &self.pods, state, facts, rank);
         }
-        let seat = match plan.take_seat(&facts.uid, rank) {
+        let mut taken = plan.take_seat(&facts.uid, rank);
+        if taken.is_none() {
+            // Every seat is someone's: some may be pods gone (a scan, only then).
+            reopen_vanished_seats(plan, &self.pods, state, key, &facts.uid, now);
+            taken = plan.take_seat(&facts.uid, rank);
+        }
+        let seat = match taken {
             Some(s) => s,
             None => match self.extra_seat(state, key, &facts.uid) {
                 Ok(s) => s,
