@@ -1211,6 +1211,58 @@ async fn a_pod_group_pod_deleted_before_its_bind_leaves_its_seat_to_the_next() {
     live.watches.stop().await;
 }
 
+/// A plain pod group of three shapes (three PodSets, each required in one rack) whose head is
+/// bound, planned anew by a new leader's book: no pod of the head's role is pending any more,
+/// and the two other roles are still planned each at its own count, each in one rack.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_group_with_a_role_bound_whole_is_planned_anew_by_role() {
+    let live = Live::start(with_objects(two_racks())).await;
+    let group = GroupKey {
+        kind: WorkloadKind::PodGroup,
+        namespace: "default".into(),
+        name: "mixed".into(),
+    };
+    live.fake.apply(group_pod("mixed", "mixed-head", 5, 4));
+    for i in 0..2 {
+        live.fake
+            .apply(group_pod("mixed", &format!("mixed-m{i}"), 5, 2));
+        live.fake
+            .apply(group_pod("mixed", &format!("mixed-w{i}"), 5, 1));
+    }
+    live.until("every pod of the group is watched", |s| {
+        s.pod_group_incomplete(&group).is_none() && s.is_pending_group_pod("uid-mixed-w1")
+    })
+    .await;
+    let extender = live.extender();
+    let head = live.pod("mixed-head");
+    let nodes = filter(&extender, &head).unwrap();
+    let bound = extender
+        .bind_and_write(&binding_args(&head, &nodes[0]))
+        .await;
+    assert_eq!(bound.error, "", "{bound:?}");
+    live.until("the head is bound", |s| {
+        s.pod("uid-mixed-head").is_some_and(|p| !p.assumed)
+            && !s.is_pending_group_pod("uid-mixed-head")
+    })
+    .await;
+    // A new leader: no plan; the other roles are planned from the cluster.
+    let next = live.extender();
+    for role in ["m", "w"] {
+        let racks: Vec<String> = (0..2)
+            .map(|i| {
+                let name = format!("mixed-{role}{i}");
+                let nodes = filter(&next, &live.pod(&name)).unwrap();
+                assert_eq!(nodes.len(), 1, "{name}: {nodes:?}");
+                rack_of(&live.state.read(), &nodes[0])
+            })
+            .collect();
+        assert_eq!(racks[0], racks[1], "role {role}: {racks:?}");
+    }
+    let stats = next.stats();
+    assert_eq!((stats.plans_active, stats.seats_held), (2, 4), "{stats:?}");
+    live.watches.stop().await;
+}
+
 /// A replica elected on a Lease nobody holds yet takes it and keeps it, with a few Lease
 /// requests a second: an election that restarted itself on finding the Lease free (as it is
 /// while the lease manager takes it) would hammer the API server and never settle.
