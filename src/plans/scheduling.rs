@@ -380,20 +380,13 @@ impl PlanBook {
             let asks_here = leaf == facts.group;
             // An open seat (its Binding refused, or its pod gone) is counted above where it
             // holds; it is some pending pod's of the group, which takes it when it asks: that
-            // many pending pods that fit a seat's requests are not placed again beside it (the
-            // asking pod, which would have taken one already, aside).
+            // many pending pods are not placed again beside it (the asking pod, which would
+            // have taken one already, aside).
             let mut open = plan.map_or(0, |p| {
                 (p.seats.iter())
                     .filter(|s| s.holder == Holder::Open)
                     .count()
             });
-            let fits_a_seat = |requests: &ResourceList| {
-                plan.is_some_and(|p| {
-                    (requests.iter())
-                        .filter(|(k, _)| k.as_str() != PODS)
-                        .all(|(k, v)| *v <= p.requests.get(k).copied().unwrap_or(0))
-                })
-            };
             for (uid, m) in state.pending_members(&leaf) {
                 if seated(uid) || bound_uids.contains(uid) {
                     continue;
@@ -412,7 +405,7 @@ impl PlanBook {
                 if stale || uids.contains_key(&m.pod.name) {
                     continue;
                 }
-                if open > 0 && !(asks_here && uid == facts.uid) && fits_a_seat(&m.pod.requests) {
+                if open > 0 && !(asks_here && uid == facts.uid) {
                     open -= 1;
                     continue;
                 }

@@ -1409,43 +1409,6 @@ fn only_a_gang_that_fits_an_empty_cluster_is_left_to_preemption() {
     assert_eq!(seat(&mut empty, &pods[0], t0), "r1-n1");
 }
 
-/// An open seat counts only a pending pod that fits its requests: a bigger pod of the group
-/// (its pod gone, a larger one made instead) is placed with the tree, and a sibling is not
-/// given the room that pod needs.
-#[test]
-fn an_open_seat_does_not_count_a_pod_too_big_for_it() {
-    let fillers = format!(
-        "{}{}",
-        filler_pod_yaml("busy-1", 4, "r2-n1"),
-        filler_pod_yaml("busy-2", 4, "r2-n2")
-    );
-    let mut b = two_racks(&fillers);
-    b.state
-        .apply_scheduling_group(composite("job", 1, Some("rack")));
-    b.state
-        .apply_scheduling_group(gang("a", 1, None, Some("job")));
-    b.state
-        .apply_scheduling_group(gang("b", 1, None, Some("job")));
-    let a0 = member("a", "a-0", 2);
-    watch(&mut b, &a0);
-    let t0 = Instant::now();
-    assert_eq!(seat(&mut b, &a0, t0), "r1-n1");
-    let ticket = (b.book)
-        .begin_bind(&b.state, "default", "a-0", &pod_uid("a-0"), "r1-n1", t0)
-        .unwrap();
-    b.book.abort_bind(&ticket, "etcd timed out");
-    assert_eq!(held(&b, "r1-n1"), Some((2000, 1)));
-    // a-0 is gone; a-1, of 4 cpu, is made instead: it cannot use a-0's seat of 2.
-    assert!(b.state.remove_pending_member(&pod_uid("a-0")));
-    let a1 = member("a", "a-1", 4);
-    watch(&mut b, &a1);
-    let b0 = member("b", "b-0", 4);
-    watch(&mut b, &b0);
-    let (pass, rejected) = ask(&mut b, &b0, t0);
-    assert!(pass.is_empty(), "b-0 took the room a-1 needs: {pass:?}");
-    assert!(!rejected.reason.is_empty());
-}
-
 /// A seat whose Binding was refused stays open and held for its pod, which takes it back when
 /// it asks. Meanwhile a sibling PodGroup's pod placed with the tree finds that pod counted
 /// once, in its open seat: not also placed again beside it, on the room the sibling needs.
