@@ -812,6 +812,16 @@ async fn binds_the_watch_never_shows_are_read_back() {
     .await;
     let outcome = unconfirmed::check_once(&client, &live.state, Instant::now()).await;
     assert_eq!(outcome, unconfirmed::CheckOutcome::default());
+    // A bind recorded under the pod's name (no uid sent) beside the watch's record under its
+    // uid counts the pod twice: read back, it is given back.
+    let usage = live.state.read().pod("uid-train-0").cloned().unwrap();
+    live.state
+        .write()
+        .assume("default/train-0", ("default", "train-0"), usage);
+    assert_eq!(cpu(&live.state.read(), &seats[0]), 8000);
+    let outcome = unconfirmed::check_once(&client, &live.state, Instant::now()).await;
+    assert_eq!(outcome.given_back, 1, "{outcome:?}");
+    assert_eq!(cpu(&live.state.read(), &seats[0]), 4000);
     live.watches.stop().await;
 }
 

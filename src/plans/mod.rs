@@ -392,6 +392,7 @@ fn hand_over_predecessor_seat(
     state: &ClusterState,
     facts: &PodFacts,
     rank: Option<usize>,
+    anywhere: bool,
 ) {
     let index = facts.index();
     // Only a completion index numbers one pod: a JobSet's NonIndexed Job gives its pods one
@@ -399,23 +400,31 @@ fn hand_over_predecessor_seat(
     if index.completion.is_none() {
         return;
     }
-    // Its predecessor, of the same numbers, took the seat of their rank: one seat to look at
-    // (a scan of the plan's pods per new pod would cost a gang of n pods n² lookups).
-    let Some(s) = rank.filter(|&r| r < plan.seats.len()) else {
+    let replaced = |gone: &String| {
+        *gone != facts.uid
+            && state.pod(gone).is_none()
+            && seen
+                .get(gone)
+                .is_some_and(|p| p.index == index && p.pod_set == facts.pod_set)
+    };
+    // Its predecessor, of the same numbers, asked for the seat of their rank: normally one seat
+    // to look at (a scan of the plan's pods for every new pod would cost a gang of n pods n²
+    // lookups). `anywhere` (no seat is open) looks at every seat: a pod whose rank's seat was
+    // taken, or past the seats (an Indexed Job of more completions than parallelism), took the
+    // first open one.
+    let taken_by = |s: usize| match &plan.seats[s].holder {
+        Holder::Taken(uid) if replaced(uid) => Some((uid.clone(), s)),
+        _ => None,
+    };
+    let at_rank = rank.filter(|&r| r < plan.seats.len()).and_then(taken_by);
+    let found = at_rank.or_else(|| {
+        anywhere
+            .then(|| (0..plan.seats.len()).find_map(taken_by))
+            .flatten()
+    });
+    let Some((gone, s)) = found else {
         return;
     };
-    let Holder::Taken(gone) = &plan.seats[s].holder else {
-        return;
-    };
-    let replaced = *gone != facts.uid
-        && state.pod(gone).is_none()
-        && seen
-            .get(gone)
-            .is_some_and(|p| p.index == index && p.pod_set == facts.pod_set);
-    if !replaced {
-        return;
-    }
-    let gone = gone.clone();
     tracing::debug!(pod = %facts.name, predecessor = %gone,
         "a pod takes the seat of the pod it replaces");
     plan.by_uid.remove(&gone);
@@ -1729,11 +1738,12 @@ impl PlanBook {
             plan.pods_per_replica,
         );
         if !plan.by_uid.contains_key(&facts.uid) {
-            hand_over_predecessor_seat(plan, &self.pods, state, facts, rank);
+            hand_over_predecessor_seat(plan, &self.pods, state, facts, rank, false);
         }
         let mut taken = plan.take_seat(&facts.uid, rank);
         if taken.is_none() {
-            // Every seat is someone's: some may be pods gone (a scan, only then).
+            // Every seat is someone's: some may be pods gone (scans, only then).
+            hand_over_predecessor_seat(plan, &self.pods, state, facts, rank, true);
             reopen_vanished_seats(plan, &self.pods, state, key, &facts.uid, now);
             taken = plan.take_seat(&facts.uid, rank);
         }

@@ -575,6 +575,25 @@ fn a_pod_made_in_place_of_one_deleted_before_its_bind_takes_its_seat() {
     assert_eq!((s.plans_active, s.seats_held), (0, 0), "{s:?}");
 }
 
+/// A pod whose rank has no seat of its own (an index past the plan's seats) took the first
+/// open one; deleted before its bind, its successor (same index) still finds that seat once
+/// no seat is open.
+#[test]
+fn a_successor_finds_its_predecessors_seat_away_from_its_rank() {
+    let mut b = book(1, &job_yaml("train", 8, 1, RACK));
+    let t0 = Instant::now();
+    seats(&mut b, "train", 7, 1, t0);
+    let with_uid = |index: usize, uid: &str| {
+        let mut pod = job_pod("train", index, 1);
+        pod.metadata.uid = Some(uid.to_string());
+        pod
+    };
+    let last = seat_of(&mut b, &with_uid(9, "uid-train-9"), t0);
+    assert_eq!(b.stats().seats_held, 8);
+    assert_eq!(seat_of(&mut b, &with_uid(9, "uid-train-9-again"), t0), last);
+    assert_eq!(b.stats().seats_held, 8, "no extra seat");
+}
+
 /// Pods numbered only by a JobSet's Job index (a NonIndexed replicated Job: siblings share
 /// it) are not each other's predecessors: a sibling waiting keeps its seat.
 #[test]

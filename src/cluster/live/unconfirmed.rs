@@ -44,6 +44,9 @@ pub enum ReadBack {
     Gone(&'static str),
 }
 
+/// Why a bind recorded under `namespace/name` is given back: the pod has a uid.
+const COUNTED_UNDER_UID: &str = "counted by the pod watch under its uid";
+
 /// Judges a bind by its pod as read (`None`: not found).
 pub fn judge(bind: &UnconfirmedBind, pod: Option<&Pod>) -> ReadBack {
     let Some(pod) = pod else {
@@ -53,7 +56,7 @@ pub fn judge(bind: &UnconfirmedBind, pod: Option<&Pod>) -> ReadBack {
     // Recorded under `namespace/name` (the scheduler sent no uid): the watch counts the pod
     // under its uid, so this record only counts it twice.
     if bind.uid.contains('/') && uid.is_some() {
-        return ReadBack::Gone("counted by the pod watch under its uid");
+        return ReadBack::Gone(COUNTED_UNDER_UID);
     }
     if !bind.uid.contains('/') && uid != Some(bind.uid.as_str()) {
         return ReadBack::Gone("deleted (another pod has its name now)");
@@ -99,7 +102,21 @@ pub async fn check_once(client: &Client, state: &SharedState, before: Instant) -
                 continue;
             }
         };
-        match judge(&bind, pod.as_ref()) {
+        let verdict = match judge(&bind, pod.as_ref()) {
+            // Given back only once the watch does count it under its uid (a watch down for
+            // long has not): else counted nowhere.
+            ReadBack::Gone(COUNTED_UNDER_UID) => {
+                let uid = pod.as_ref().and_then(|p| p.metadata.uid.as_deref());
+                let counted = uid.is_some_and(|uid| state.read().pod(uid).is_some());
+                if counted {
+                    ReadBack::Gone(COUNTED_UNDER_UID)
+                } else {
+                    ReadBack::Holds
+                }
+            }
+            verdict => verdict,
+        };
+        match verdict {
             ReadBack::Holds => outcome.holding += 1,
             ReadBack::Gone(why) => {
                 // A watch event that confirmed it meanwhile keeps it: only a bind still
