@@ -353,6 +353,14 @@ impl Plan {
         Some(chosen)
     }
 
+    /// The seat of `uid` is open again (its Binding refused, or its pod gone); `None` when
+    /// `uid` has none.
+    fn open_seat_of(&mut self, uid: &str) -> Option<usize> {
+        let s = self.by_uid.remove(uid)?;
+        self.seats[s].holder = Holder::Open;
+        Some(s)
+    }
+
     /// The domain every seat shares at the request's level, if they share one.
     fn domain(&self) -> Option<DomainIdx> {
         let level = self.level?;
@@ -383,9 +391,10 @@ impl Plan {
 /// pod deleted: its controller makes another with the same numbers) takes its predecessor's
 /// seat: a seat taken, not being bound, by a pod of the same PodSet and the same index that
 /// holds no capacity. Two pods of one completion index never both wait for a seat:
-/// kube-scheduler schedules no pod being deleted. Without this the dead seat kept its room for the plan's
-/// life, and its successor needed an extra seat beside it (none, in a full domain). A pod with
-/// no index (a NonIndexed Job's) cannot tell its predecessor from a sibling still waiting.
+/// kube-scheduler schedules no pod being deleted. Without this the dead seat kept its room for
+/// the plan's life, and its successor needed an extra seat beside it (none, in a full domain).
+/// A pod with no index (a NonIndexed Job's) cannot tell its predecessor from a sibling still
+/// waiting.
 fn hand_over_predecessor_seat(
     plan: &mut Plan,
     seen: &HashMap<String, SeenPod>,
@@ -427,9 +436,8 @@ fn hand_over_predecessor_seat(
     };
     tracing::debug!(pod = %facts.name, predecessor = %gone,
         "a pod takes the seat of the pod it replaces");
-    plan.by_uid.remove(&gone);
-    plan.seats[s].holder = Holder::Taken(facts.uid.clone());
-    plan.by_uid.insert(facts.uid.clone(), s);
+    plan.open_seat_of(&gone);
+    plan.take_seat(&facts.uid, Some(s));
 }
 
 /// How long after its last `filter` a seat's pod the pending watch does not show counts as
@@ -475,9 +483,7 @@ fn reopen_vanished_seats(
         .map(|(uid, _)| uid.clone())
         .collect();
     for uid in gone {
-        if let Some(s) = plan.by_uid.remove(&uid) {
-            plan.seats[s].holder = Holder::Open;
-        }
+        plan.open_seat_of(&uid);
     }
 }
 
@@ -1268,10 +1274,8 @@ impl PlanBook {
                 ticket.namespace, ticket.name, ticket.node
             ),
         );
-        if let Some(plan) = self.plans.get_mut(&key)
-            && let Some(s) = plan.by_uid.remove(&ticket.uid)
-        {
-            plan.seats[s].holder = Holder::Open;
+        if let Some(plan) = self.plans.get_mut(&key) {
+            plan.open_seat_of(&ticket.uid);
         }
         self.publish();
     }

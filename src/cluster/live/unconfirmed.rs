@@ -44,19 +44,26 @@ pub enum ReadBack {
     Gone(&'static str),
 }
 
-/// Why a bind recorded under `namespace/name` is given back: the pod has a uid.
-const COUNTED_UNDER_UID: &str = "counted by the pod watch under its uid";
-
-/// Judges a bind by its pod as read (`None`: not found).
-pub fn judge(bind: &UnconfirmedBind, pod: Option<&Pod>) -> ReadBack {
+/// Judges a bind by its pod as read (`None`: not found); `watched` says whether the pod watch
+/// counts a pod under a uid.
+pub fn judge(
+    bind: &UnconfirmedBind,
+    pod: Option<&Pod>,
+    watched: impl FnOnce(&str) -> bool,
+) -> ReadBack {
     let Some(pod) = pod else {
         return ReadBack::Gone("deleted");
     };
     let uid = pod.metadata.uid.as_deref().filter(|u| !u.is_empty());
-    // Recorded under `namespace/name` (the scheduler sent no uid): the watch counts the pod
-    // under its uid, so this record only counts it twice.
-    if bind.uid.contains('/') && uid.is_some() {
-        return ReadBack::Gone(COUNTED_UNDER_UID);
+    // Recorded under `namespace/name` (the scheduler sent no uid): once the watch counts the
+    // pod under its uid, this record only counts it twice; until then (a watch down for long)
+    // it is the only count.
+    if let (true, Some(uid)) = (bind.uid.contains('/'), uid) {
+        return if watched(uid) {
+            ReadBack::Gone("counted by the pod watch under its uid")
+        } else {
+            ReadBack::Holds
+        };
     }
     if !bind.uid.contains('/') && uid != Some(bind.uid.as_str()) {
         return ReadBack::Gone("deleted (another pod has its name now)");
@@ -102,21 +109,8 @@ pub async fn check_once(client: &Client, state: &SharedState, before: Instant) -
                 continue;
             }
         };
-        let verdict = match judge(&bind, pod.as_ref()) {
-            // Given back only once the watch does count it under its uid (a watch down for
-            // long has not): else counted nowhere.
-            ReadBack::Gone(COUNTED_UNDER_UID) => {
-                let uid = pod.as_ref().and_then(|p| p.metadata.uid.as_deref());
-                let counted = uid.is_some_and(|uid| state.read().pod(uid).is_some());
-                if counted {
-                    ReadBack::Gone(COUNTED_UNDER_UID)
-                } else {
-                    ReadBack::Holds
-                }
-            }
-            verdict => verdict,
-        };
-        match verdict {
+        let watched = |uid: &str| state.read().pod(uid).is_some();
+        match judge(&bind, pod.as_ref(), watched) {
             ReadBack::Holds => outcome.holding += 1,
             ReadBack::Gone(why) => {
                 // A watch event that confirmed it meanwhile keeps it: only a bind still
@@ -200,14 +194,14 @@ mod tests {
     fn only_a_pod_bound_as_recorded_holds() {
         let b = bind("u1");
         assert_eq!(
-            judge(&b, Some(&pod("u1", Some("n1"), "Running"))),
+            judge(&b, Some(&pod("u1", Some("n1"), "Running")), |_| true),
             ReadBack::Holds
         );
         assert_eq!(
-            judge(&b, Some(&pod("u1", Some("n1"), "Pending"))),
+            judge(&b, Some(&pod("u1", Some("n1"), "Pending")), |_| true),
             ReadBack::Holds
         );
-        let gone = |p: Option<&Pod>| matches!(judge(&b, p), ReadBack::Gone(_));
+        let gone = |p: Option<&Pod>| matches!(judge(&b, p, |_| true), ReadBack::Gone(_));
         assert!(gone(None));
         assert!(gone(Some(&pod("u2", Some("n1"), "Running"))), "another pod");
         assert!(gone(Some(&pod("u1", Some("n1"), "Succeeded"))));
@@ -217,15 +211,17 @@ mod tests {
             "another node"
         );
         assert!(gone(Some(&pod("u1", None, "Pending"))), "not bound");
-        // No uid recorded (the scheduler sent none): the watch keys the pod by its uid, so the
-        // record under its name only counts it twice.
+        // No uid recorded (the scheduler sent none): once the watch counts the pod under its
+        // uid, the record under its name only counts it twice; until then it is the only one.
         let by_name = bind("ns/p");
+        let running = pod("u9", Some("n1"), "Running");
         assert!(matches!(
-            judge(&by_name, Some(&pod("u9", Some("n1"), "Running"))),
+            judge(&by_name, Some(&running), |uid| uid == "u9"),
             ReadBack::Gone(_)
         ));
+        assert_eq!(judge(&by_name, Some(&running), |_| false), ReadBack::Holds);
         let mut no_uid = pod("", Some("n1"), "Running");
         no_uid.metadata.uid = None;
-        assert_eq!(judge(&by_name, Some(&no_uid)), ReadBack::Holds);
+        assert_eq!(judge(&by_name, Some(&no_uid), |_| true), ReadBack::Holds);
     }
 }
