@@ -16,7 +16,7 @@ use kube_tas::cluster::group::GroupKey;
 use kube_tas::cluster::live::leader::{self, ElectionConfig};
 use kube_tas::cluster::live::{Leadership, Watches, unconfirmed};
 use kube_tas::cluster::state::{ClusterState, SharedState};
-use kube_tas::extender::{Binder, Extender, ExtenderBindingArgs};
+use kube_tas::extender::{Binder, Extender, ExtenderBindingArgs, quiet_seats};
 use kube_tas::plans::PlanBook;
 use kube_tas::topology::FeatureGates;
 use serde_json::{Value, json};
@@ -822,6 +822,58 @@ async fn binds_the_watch_never_shows_are_read_back() {
     let outcome = unconfirmed::check_once(&client, &live.state, Instant::now()).await;
     assert_eq!(outcome.given_back, 1, "{outcome:?}");
     assert_eq!(cpu(&live.state.read(), &seats[0]), 4000);
+    live.watches.stop().await;
+}
+
+/// A NonIndexed Job's pod deleted before its bind: no index tells its successor from a sibling
+/// still waiting, so its seat is read back once it is quiet. Deleted, its seat is opened, and
+/// the pod made in its place takes it in the full rack; the siblings still pending keep theirs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_seat_of_a_pod_deleted_before_its_bind_is_read_back_and_opened() {
+    let mut objects = two_racks();
+    let mut train = job("train", 4, 4);
+    train["spec"]["completionMode"] = json!("NonIndexed");
+    objects.push(train);
+    let unindexed = |name: &str| {
+        let mut pod = job_pod("train", 0, 4, None);
+        pod["metadata"]["name"] = json!(format!("train-{name}"));
+        pod["metadata"]["uid"] = json!(format!("uid-train-{name}"));
+        pod["metadata"]["labels"] = json!({});
+        pod["metadata"]["annotations"] = json!({"kueue.x-k8s.io/podset-required-topology": RACK});
+        pod
+    };
+    for name in ["a", "b", "c", "d"] {
+        objects.push(unindexed(name));
+    }
+    let live = Live::start(with_objects(objects)).await;
+    let extender = live.extender();
+    // Four pods of 4 cpu in one rack: only r2 (2 x 8 cpu) holds them, and is then full.
+    for name in ["a", "b", "c", "d"] {
+        let nodes = filter(&extender, &live.pod(&format!("train-{name}"))).unwrap();
+        assert_eq!(nodes.len(), 1, "train-{name}: {nodes:?}");
+        assert_eq!(rack_of(&live.state.read(), &nodes[0]), "r2");
+    }
+    assert!(live.fake.delete("v1", "Pod", Some("default"), "train-d"));
+    live.fake.apply(unindexed("e"));
+    let e = live.pod("train-e");
+    assert_eq!(filter(&extender, &e).unwrap(), Vec::<String>::new());
+    let client = live.fake.client();
+    // Seats asked for after the cut are not read.
+    let early = Instant::now() - Duration::from_secs(3600);
+    let outcome = quiet_seats::check_once(&client, &extender, early).await;
+    assert_eq!(outcome, quiet_seats::CheckOutcome::default());
+    let outcome = quiet_seats::check_once(&client, &extender, Instant::now()).await;
+    assert_eq!(
+        (outcome.reopened, outcome.waiting, outcome.unread),
+        (1, 3, 0),
+        "{outcome:?}"
+    );
+    let nodes = filter(&extender, &e).unwrap();
+    assert_eq!(nodes.len(), 1, "{nodes:?}");
+    assert_eq!(rack_of(&live.state.read(), &nodes[0]), "r2");
+    assert_eq!(extender.stats().seats_held, 4, "no extra seat");
+    let outcome = quiet_seats::check_once(&client, &extender, Instant::now()).await;
+    assert_eq!((outcome.reopened, outcome.waiting), (0, 4), "{outcome:?}");
     live.watches.stop().await;
 }
 

@@ -25,6 +25,7 @@ use tracing::Instrument;
 
 pub mod binding;
 pub mod http;
+pub mod quiet_seats;
 pub mod scan;
 pub mod wire;
 

@@ -60,6 +60,7 @@ pub use crate::cluster::group::GroupKey;
 mod group;
 mod held;
 mod holders;
+mod quiet;
 mod scheduling;
 mod successor;
 #[cfg(test)]
@@ -67,6 +68,7 @@ mod tests;
 
 pub use group::PodFacts;
 pub use held::HeldCapacity;
+pub use quiet::QuietSeat;
 use successor::{FailedNode, Successor};
 
 /// The name of the PodSet of a Job, a plain pod group or a single pod (as Kueue names it).
@@ -491,6 +493,8 @@ fn reopen_vanished_seats(
 #[derive(Debug, Clone)]
 struct SeenPod {
     key: PlanKey,
+    /// The pod's name (its namespace is its group's), to read it back.
+    name: String,
     pod_set: PodSetHint,
     index: PodIndex,
     /// Kueue's own TAS placed it: bound where the scheduler chose, kube-tas's holds aside.
@@ -940,6 +944,7 @@ impl PlanBook {
             .entry(facts.uid.clone())
             .or_insert_with(|| SeenPod {
                 key: key.clone(),
+                name: facts.name.clone(),
                 pod_set: facts.pod_set.clone(),
                 index: facts.index(),
                 kueue_managed: facts.kueue_managed,

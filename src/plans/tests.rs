@@ -1549,6 +1549,7 @@ fn notices_say_what_happened_to_a_group_once() {
 mod held_messages;
 mod hot_swap;
 mod known;
+mod quiet_seats;
 mod scheduling;
 
 #[test]

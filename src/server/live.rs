@@ -136,6 +136,11 @@ pub async fn run_with(
         extender.state().clone(),
         cancel.clone(),
     ));
+    tasks.spawn(crate::extender::quiet_seats::run(
+        client.clone(),
+        extender.clone(),
+        cancel.clone(),
+    ));
     let sweep = config.node_id_sweep;
     tasks.spawn(reclaim_node_ids(extender.clone(), sweep, cancel.clone()));
 

@@ -1,0 +1,84 @@
+//! Seats whose pods stopped asking ([`PlanBook::quiet_seats`]) and the seat of one read back
+//! gone, opened for the group's next pod ([`PlanBook::reopen_seat_of_gone`]).
+
+use super::*;
+
+/// Pod `name` of the NonIndexed Job `job`: no index tells it from its siblings.
+fn unindexed_pod(job: &str, name: &str) -> Pod {
+    let mut pod = job_pod(job, 0, 1);
+    pod.metadata.name = Some(format!("{job}-{name}"));
+    pod.metadata.uid = Some(format!("uid-{job}-{name}"));
+    let numbered = [&mut pod.metadata.labels, &mut pod.metadata.annotations];
+    for numbers in numbered.into_iter().flatten() {
+        numbers.remove("batch.kubernetes.io/job-completion-index");
+    }
+    pod
+}
+
+fn quiet_names(b: &TestBook, before: Instant, limit: usize) -> Vec<String> {
+    (b.book.quiet_seats(&b.state, before, limit).into_iter())
+        .map(|q| q.name)
+        .collect()
+}
+
+/// A NonIndexed Job fills its rack; one pod is deleted before its bind and another is made
+/// in its place. Only the seat of a pod read back gone opens, for that newcomer, and only
+/// while that pod has not asked again and holds nothing.
+#[test]
+fn the_seat_of_a_quiet_pod_read_back_gone_goes_to_the_next_pod() {
+    let mut b = book(1, &job_yaml("train", 8, 1, RACK));
+    let names = all_nodes(&b);
+    let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
+    let t0 = Instant::now();
+    let pods: Vec<Pod> = "abcdefgh"
+        .chars()
+        .map(|c| unindexed_pod("train", &c.to_string()))
+        .collect();
+    let seat: Vec<String> = pods.iter().map(|p| seat_of(&mut b, p, t0)).collect();
+    assert_eq!(b.stats().seats_held, 8);
+    let newcomer = unindexed_pod("train", "i");
+    let t1 = t0 + Duration::from_secs(1);
+    let refused = b.filter(&newcomer, &candidates, t1);
+    assert!(
+        matches!(&refused, FilterVerdict::Only { pass, .. } if pass.is_empty()),
+        "the rack is full: {refused:?}"
+    );
+    // None is quiet since before they asked; all eight since after.
+    assert!(quiet_names(&b, t0, 100).is_empty());
+    assert_eq!(quiet_names(&b, t1, 100).len(), 8);
+    let listed_at_t1 = b.book.quiet_seats(&b.state, t1, 100);
+    // One asks again, one is bound: neither is quiet. The quietest come first.
+    let t2 = t0 + Duration::from_secs(2);
+    assert_eq!(seat_of(&mut b, &pods[0], t2), seat[0]);
+    b.bind("default", "train-c", "uid-train-c", &seat[2], t2)
+        .unwrap();
+    let before = t0 + Duration::from_secs(90);
+    let quiet = b.book.quiet_seats(&b.state, before, 100);
+    let mut listed: Vec<&str> = quiet.iter().map(|q| q.name.as_str()).collect();
+    assert_eq!(listed.last(), Some(&"train-a"), "asked last: {listed:?}");
+    listed.sort_unstable();
+    assert_eq!(
+        listed,
+        [
+            "train-a", "train-b", "train-d", "train-e", "train-f", "train-g", "train-h"
+        ]
+    );
+    assert!(quiet.iter().all(|q| q.namespace == "default"));
+    assert_eq!(quiet_names(&b, before, 2).len(), 2);
+    assert!(!quiet_names(&b, before, 2).contains(&"train-a".to_string()));
+    // A listing older than the pod's last ask opens nothing.
+    let stale = listed_at_t1.iter().find(|q| q.name == "train-a").unwrap();
+    assert!(!b.book.reopen_seat_of_gone(&b.state, stale));
+    // train-b is read back gone: its seat is the newcomer's, no extra seat is made.
+    let gone = quiet.iter().find(|q| q.name == "train-b").unwrap();
+    assert!(b.book.reopen_seat_of_gone(&b.state, gone));
+    assert!(!b.book.reopen_seat_of_gone(&b.state, gone), "open already");
+    let t3 = t0 + Duration::from_secs(91);
+    assert_eq!(seat_of(&mut b, &newcomer, t3), seat[1]);
+    assert_eq!(b.stats().seats_held, 7, "train-c is bound");
+    assert!(
+        !b.book.reopen_seat_of_gone(&b.state, gone),
+        "the newcomer's now"
+    );
+    assert!(!quiet_names(&b, t3, 100).contains(&"train-b".to_string()));
+}
