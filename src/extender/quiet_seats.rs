@@ -18,8 +18,9 @@ use super::Extender;
 use crate::cluster::is_terminal;
 use crate::plans::QuietSeat;
 
-/// How long a seat's pod may go without asking before it is read back: far beyond
-/// kube-scheduler's first retries, so that a pod that waits costs a read a minute at most.
+/// How long a seat's pod may go without asking before it is read back, and between two reads
+/// that find it waiting: far beyond kube-scheduler's first retries, so that a pod that waits
+/// costs a read a minute at most.
 pub const QUIET_FOR: Duration = Duration::from_secs(60);
 
 /// How often quiet seats are looked for.
@@ -93,7 +94,10 @@ pub async fn check_once(client: &Client, extender: &Extender, before: Instant) -
             }
         };
         match judge(&seat, pod.as_ref()) {
-            SeatReadBack::Waiting => outcome.waiting += 1,
+            SeatReadBack::Waiting => {
+                extender.with_book(|book, _| book.quiet_seat_waits(&seat, Instant::now()));
+                outcome.waiting += 1;
+            }
             SeatReadBack::Gone(why) => {
                 if extender.with_book(|book, state| book.reopen_seat_of_gone(state, &seat)) {
                     tracing::info!(pod = %format_args!("{}/{}", seat.namespace, seat.name),
@@ -117,18 +121,27 @@ pub async fn run(client: Client, extender: Extender, cancel: CancellationToken) 
         let Some(before) = Instant::now().checked_sub(QUIET_FOR) else {
             continue;
         };
+        // A task of its own, so that a panic in a check (a bug) is logged and the checks go on.
+        let (c, e) = (client.clone(), extender.clone());
+        let mut check = tokio::spawn(async move { check_once(&c, &e, before).await });
         let outcome = tokio::select! {
-            () = cancel.cancelled() => return,
-            outcome = check_once(&client, &extender, before) => outcome,
+            () = cancel.cancelled() => {
+                check.abort();
+                return;
+            }
+            outcome = &mut check => outcome,
         };
-        if outcome != CheckOutcome::default() {
-            tracing::debug!(
+        match outcome {
+            Ok(outcome) if outcome != CheckOutcome::default() => tracing::debug!(
                 reopened = outcome.reopened,
                 waiting = outcome.waiting,
                 unread = outcome.unread,
                 "seats whose pods did not ask for {} s",
                 QUIET_FOR.as_secs()
-            );
+            ),
+            Ok(_) => {}
+            Err(e) if e.is_panic() => tracing::error!(error = %e, "a quiet-seat check failed"),
+            Err(_) => return,
         }
     }
 }
@@ -143,6 +156,14 @@ mod tests {
             namespace: "ns".to_string(),
             name: "p".to_string(),
             asked: Instant::now(),
+            plan: crate::plans::PlanKey {
+                group: crate::plans::GroupKey {
+                    kind: crate::cluster::WorkloadKind::Job,
+                    namespace: "ns".to_string(),
+                    name: "train".to_string(),
+                },
+                pod_set: "main".to_string(),
+            },
         }
     }
 

@@ -509,6 +509,9 @@ struct SeenPod {
     /// pod has no seat, and nothing else keeps its room until the commit records it.
     binding_held: bool,
     seen: Instant,
+    /// When its seat was last read back from the API server with the pod still waiting
+    /// ([`PlanBook::quiet_seat_waits`]).
+    read_back_waiting: Option<Instant>,
     /// What the pod said at its last version read.
     read: Option<ReadVersion>,
 }
@@ -955,6 +958,7 @@ impl PlanBook {
                 binding: None,
                 binding_held: false,
                 seen: now,
+                read_back_waiting: None,
                 read: None,
             });
         seen.key = key;

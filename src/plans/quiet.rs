@@ -12,7 +12,7 @@
 
 use std::time::Instant;
 
-use super::{Holder, PlanBook};
+use super::{Holder, PlanBook, PlanKey};
 use crate::cluster::state::ClusterState;
 
 /// A seat taken by a pod that holds no capacity and has not asked since `asked`.
@@ -24,18 +24,21 @@ pub struct QuietSeat {
     pub name: String,
     /// When it last asked (`filter`): a pod that asks again is alive.
     pub asked: Instant,
+    /// The plan the seat is in.
+    pub plan: PlanKey,
 }
 
 impl PlanBook {
-    /// The seats taken by pods that last asked before `before` and hold no capacity (not
-    /// bound, no Binding being written), the quietest first, at most `limit`.
+    /// The seats taken by pods that hold no capacity (not bound, no Binding being written),
+    /// have not asked since before `before` and were not read back waiting since then either,
+    /// the quietest first, at most `limit`.
     pub fn quiet_seats(
         &self,
         state: &ClusterState,
         before: Instant,
         limit: usize,
     ) -> Vec<QuietSeat> {
-        let mut quiet: Vec<QuietSeat> = (self.plans.iter())
+        let mut quiet: Vec<(Instant, QuietSeat)> = (self.plans.iter())
             .flat_map(|(key, plan)| {
                 plan.seats
                     .iter()
@@ -46,19 +49,33 @@ impl PlanBook {
             })
             .filter_map(|(key, uid)| {
                 let seen = self.pods.get(uid)?;
-                (seen.seen < before && seen.binding.is_none() && state.pod(uid).is_none()).then(
-                    || QuietSeat {
+                let heard = seen
+                    .read_back_waiting
+                    .map_or(seen.seen, |r| r.max(seen.seen));
+                (heard < before && seen.binding.is_none() && state.pod(uid).is_none()).then(|| {
+                    let seat = QuietSeat {
                         uid: uid.clone(),
                         namespace: key.group.namespace.clone(),
                         name: seen.name.clone(),
                         asked: seen.seen,
-                    },
-                )
+                        plan: key.clone(),
+                    };
+                    (heard, seat)
+                })
             })
             .collect();
-        quiet.sort_by_key(|q| q.asked);
+        quiet.sort_by_key(|(heard, _)| *heard);
         quiet.truncate(limit);
-        quiet
+        quiet.into_iter().map(|(_, seat)| seat).collect()
+    }
+
+    /// The pod of a quiet seat was read back waiting at `now`: it is not read again before it
+    /// has been quiet as long once more, so that pods that wait long (a gang held in Permit)
+    /// do not take every read from a seat whose pod is gone.
+    pub fn quiet_seat_waits(&mut self, seat: &QuietSeat, now: Instant) {
+        if let Some(seen) = self.pods.get_mut(&seat.uid) {
+            seen.read_back_waiting = Some(now);
+        }
     }
 
     /// The pod of a quiet seat is gone (read back deleted, finished, being deleted, or
@@ -72,7 +89,7 @@ impl PlanBook {
         if seen.seen != seat.asked || seen.binding.is_some() || state.pod(&seat.uid).is_some() {
             return false;
         }
-        let Some(plan) = self.plans.get_mut(&seen.key) else {
+        let Some(plan) = self.plans.get_mut(&seat.plan) else {
             return false;
         };
         let taken = plan

@@ -26,7 +26,8 @@ fn quiet_names(b: &TestBook, before: Instant, limit: usize) -> Vec<String> {
 /// while that pod has not asked again and holds nothing.
 #[test]
 fn the_seat_of_a_quiet_pod_read_back_gone_goes_to_the_next_pod() {
-    let mut b = book(1, &job_yaml("train", 8, 1, RACK));
+    // Plans outlive the test's clock: the newcomer must find the seat, not a plan made anew.
+    let mut b = book_with_ttl(1, &job_yaml("train", 8, 1, RACK), Duration::from_secs(3600));
     let names = all_nodes(&b);
     let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
     let t0 = Instant::now();
@@ -81,4 +82,28 @@ fn the_seat_of_a_quiet_pod_read_back_gone_goes_to_the_next_pod() {
         "the newcomer's now"
     );
     assert!(!quiet_names(&b, t3, 100).contains(&"train-b".to_string()));
+    let s = b.stats();
+    assert_eq!((s.plans_made, s.plans_active), (1, 1), "{s:?}");
+}
+
+/// A pod read back waiting is not read again until it has been quiet as long once more: pods
+/// that wait long do not take every read from a seat whose pod is gone.
+#[test]
+fn a_pod_read_back_waiting_waits_its_turn() {
+    let mut b = book_with_ttl(1, &job_yaml("train", 8, 1, RACK), Duration::from_secs(3600));
+    let t0 = Instant::now();
+    for c in ["a", "b", "c"] {
+        seat_of(&mut b, &unindexed_pod("train", c), t0);
+    }
+    let t1 = t0 + Duration::from_secs(60);
+    let first = b.book.quiet_seats(&b.state, t1, 2);
+    assert_eq!(first.len(), 2);
+    for seat in &first {
+        b.book.quiet_seat_waits(seat, t1);
+    }
+    let next = b.book.quiet_seats(&b.state, t1, 2);
+    assert_eq!(next.len(), 1, "{next:?}");
+    assert!(!first.contains(&next[0]));
+    let later = t1 + Duration::from_secs(1);
+    assert_eq!(b.book.quiet_seats(&b.state, later, 10).len(), 3);
 }
