@@ -112,41 +112,47 @@ impl PlanBook {
     }
 
     /// Seats the pod in an open seat of its PodGroup's plan (one a refused Binding gave back,
-    /// or a vanished pod's) on whose node its own filters pass, counting the seat's hold as
-    /// its room.
+    /// or a vanished pod's) that it can take ([`Self::open_seat_fits`]).
     fn take_open_seat(&mut self, state: &ClusterState, key: &PlanKey, uid: &str, pod: &PendingPod) {
         let Some(plan) = self.plans.get(key) else {
             return;
         };
-        let fits = |seat: &Seat| {
-            let id = plan.node_id(seat);
-            let Some(node) = state.node(id) else {
-                return false;
-            };
-            let held = self.held.at(id);
-            // The node's usage with the seat's own hold given back.
-            let used = |k: &str| {
-                let with_holds = state.used(id).get(k).unwrap_or(0)
-                    + held.and_then(|h| h.get(k)).copied().unwrap_or(0);
-                let seat = match k {
-                    PODS => 1,
-                    _ => plan.requests.get(k).copied().unwrap_or(0),
-                };
-                with_holds - seat
-            };
-            podgroup::reject(node, used, pod).is_none()
-        };
-        let Some(s) = plan
-            .seats
-            .iter()
-            .position(|seat| seat.holder == Holder::Open && fits(seat))
-        else {
+        let Some(s) = plan.seats.iter().position(|seat| {
+            seat.holder == Holder::Open && self.open_seat_fits(state, plan, seat, pod)
+        }) else {
             return;
         };
         if let Some(plan) = self.plans.get_mut(key) {
             plan.seats[s].holder = Holder::Taken(uid.to_string());
             plan.by_uid.insert(uid.to_string(), s);
         }
+    }
+
+    /// `pod` can take the open `seat` of `plan`: its own filters pass on the seat's node,
+    /// counting the seat's hold as its room.
+    fn open_seat_fits(
+        &self,
+        state: &ClusterState,
+        plan: &Plan,
+        seat: &Seat,
+        pod: &PendingPod,
+    ) -> bool {
+        let id = plan.node_id(seat);
+        let Some(node) = state.node(id) else {
+            return false;
+        };
+        let held = self.held.at(id);
+        // The node's usage with the seat's own hold given back.
+        let used = |k: &str| {
+            let with_holds = state.used(id).get(k).unwrap_or(0)
+                + held.and_then(|h| h.get(k)).copied().unwrap_or(0);
+            let seat = match k {
+                PODS => 1,
+                _ => plan.requests.get(k).copied().unwrap_or(0),
+            };
+            with_holds - seat
+        };
+        podgroup::reject(node, used, pod).is_none()
     }
 
     fn has_seat(&self, key: &PlanKey, uid: &str) -> bool {
@@ -379,13 +385,14 @@ impl PlanBook {
             let mut uids = HashMap::new();
             let asks_here = leaf == facts.group;
             // An open seat (its Binding refused, or its pod gone) is counted above where it
-            // holds; it is some pending pod's of the group, which takes it when it asks: that
-            // many pending pods are not placed again beside it (the asking pod, which would
-            // have taken one already, aside).
-            let mut open = plan.map_or(0, |p| {
+            // holds; it is some pending pod's of the group, which takes it when it asks: a
+            // pending pod that can take one is not placed again beside it (the asking pod,
+            // which would have taken one already, aside). One the seat's node cannot take is
+            // placed with the tree.
+            let mut open: Vec<&Seat> = plan.map_or_else(Vec::new, |p| {
                 (p.seats.iter())
                     .filter(|s| s.holder == Holder::Open)
-                    .count()
+                    .collect()
             });
             for (uid, m) in state.pending_members(&leaf) {
                 if seated(uid) || bound_uids.contains(uid) {
@@ -405,8 +412,12 @@ impl PlanBook {
                 if stale || uids.contains_key(&m.pod.name) {
                     continue;
                 }
-                if open > 0 && !(asks_here && uid == facts.uid) {
-                    open -= 1;
+                let asking_pod = asks_here && uid == facts.uid;
+                if let Some(p) = plan.filter(|_| !asking_pod)
+                    && let Some(i) =
+                        (open.iter()).position(|seat| self.open_seat_fits(state, p, seat, &m.pod))
+                {
+                    open.swap_remove(i);
                     continue;
                 }
                 uids.insert(m.pod.name.clone(), uid.to_string());

@@ -1409,6 +1409,60 @@ fn only_a_gang_that_fits_an_empty_cluster_is_left_to_preemption() {
     assert_eq!(seat(&mut empty, &pods[0], t0), "r1-n1");
 }
 
+/// An open seat stands in only for a pending pod that could take it: one its node has room
+/// for once the seat's hold is given back (as `take_open_seat` seats it). A bigger pod of the
+/// group, made in place of one gone, that the seat's node cannot take is placed with the tree,
+/// so a sibling PodGroup is not given the room that pod needs.
+#[test]
+fn an_open_seat_does_not_stand_in_for_a_pod_its_node_cannot_take() {
+    // r2 is full: the tree (one rack) can only be in r1.
+    let fillers = format!(
+        "{}{}",
+        filler_pod_yaml("busy-1", 4, "r2-n1"),
+        filler_pod_yaml("busy-2", 4, "r2-n2")
+    );
+    let mut b = two_racks(&fillers);
+    b.state
+        .apply_scheduling_group(composite("job", 1, Some("rack")));
+    b.state
+        .apply_scheduling_group(gang("a", 1, None, Some("job")));
+    b.state
+        .apply_scheduling_group(gang("b", 1, None, Some("job")));
+    let a0 = member("a", "a-0", 2);
+    watch(&mut b, &a0);
+    let t0 = Instant::now();
+    assert_eq!(seat(&mut b, &a0, t0), "r1-n1");
+    let ticket = (b.book)
+        .begin_bind(&b.state, "default", "a-0", &pod_uid("a-0"), "r1-n1", t0)
+        .unwrap();
+    b.book.abort_bind(&ticket, "etcd timed out");
+    assert_eq!(held(&b, "r1-n1"), Some((2000, 1)), "the open seat holds");
+    // Another scheduler's pod takes the rest of the seat's node.
+    let busy = serde_json::from_value::<Pod>(json!({
+        "metadata": {"name": "busy-3", "namespace": "default", "uid": "uid-busy-3"},
+        "spec": {"nodeName": "r1-n1", "containers": [{"name": "c",
+            "resources": {"requests": {"cpu": "2"}}}]},
+        "status": {"phase": "Running"},
+    }))
+    .unwrap();
+    b.state
+        .apply_bound_pod(&bound_pod_of(&busy).unwrap().unwrap());
+    // a-0 is gone; a-1, of 4 cpu, is made instead: the seat's node has 2 cpu for it.
+    assert!(b.state.remove_pending_member(&pod_uid("a-0")));
+    let a1 = member("a", "a-1", 4);
+    watch(&mut b, &a1);
+    let b0 = member("b", "b-0", 4);
+    watch(&mut b, &b0);
+    let (pass, rejected) = ask(&mut b, &b0, t0);
+    assert!(pass.is_empty(), "b-0 took the room a-1 needs: {pass:?}");
+    assert!(!rejected.reason.is_empty());
+    // With 2 cpu more on the seat's node (busy-3 gone), a-1 takes the open seat, and b-0
+    // the other node.
+    assert!(b.state.remove_pod("uid-busy-3"));
+    assert_eq!(seat(&mut b, &b0, t0), "r1-n2");
+    assert_eq!(seat(&mut b, &a1, t0), "r1-n1");
+}
+
 /// A seat whose Binding was refused stays open and held for its pod, which takes it back when
 /// it asks. Meanwhile a sibling PodGroup's pod placed with the tree finds that pod counted
 /// once, in its open seat: not also placed again beside it, on the room the sibling needs.
