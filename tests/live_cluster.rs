@@ -1266,10 +1266,12 @@ async fn a_pod_group_pod_deleted_before_its_bind_leaves_its_seat_to_the_next() {
     live.until("g-3 is gone", |s| !s.is_pending_group_pod("uid-g-3"))
         .await;
     tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(extender.stats().seats_reopened, 0);
     let nodes = filter(&extender, &g4).unwrap();
     assert_eq!(nodes.len(), 1, "{nodes:?}");
     assert_eq!(rack_of(&live.state.read(), &nodes[0]), "r2");
     assert_eq!(extender.stats().seats_held, 4);
+    assert_eq!(extender.stats().seats_reopened, 1);
     live.watches.stop().await;
 }
 

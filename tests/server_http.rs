@@ -276,6 +276,7 @@ async fn metrics_count_routes_and_show_plan_numbers() {
         "kube_tas_seats_held ",
         "kube_tas_pods_bound_total ",
         "kube_tas_groups_not_fit_total ",
+        "kube_tas_seats_reopened_total 0",
         "kube_tas_replacements_total{result=\"placed\"} 0",
         "kube_tas_replacements_total{result=\"failed\"} 0",
     ] {

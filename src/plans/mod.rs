@@ -119,6 +119,9 @@ pub struct PlanStats {
     pub replacements_placed: u64,
     /// Such pods that found no room in their workload's domain (counter).
     pub replacements_failed: u64,
+    /// Seats whose pods went away before they were bound, opened again or handed to the pods
+    /// made in their place (counter).
+    pub seats_reopened: u64,
 }
 
 /// The book's counters, shared with whoever exports them; read without the book's lock.
@@ -133,6 +136,7 @@ pub struct PlanCounters {
     binds_failed: AtomicU64,
     replacements_placed: AtomicU64,
     replacements_failed: AtomicU64,
+    seats_reopened: AtomicU64,
 }
 
 impl PlanCounters {
@@ -149,11 +153,18 @@ impl PlanCounters {
             binds_failed: r(&self.binds_failed),
             replacements_placed: r(&self.replacements_placed),
             replacements_failed: r(&self.replacements_failed),
+            seats_reopened: r(&self.seats_reopened),
         }
     }
 
     fn bump(a: &AtomicU64) {
         a.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn add(a: &AtomicU64, n: u64) {
+        if n > 0 {
+            a.fetch_add(n, Ordering::Relaxed);
+        }
     }
 }
 
@@ -404,12 +415,12 @@ fn hand_over_predecessor_seat(
     facts: &PodFacts,
     rank: Option<usize>,
     anywhere: bool,
-) {
+) -> bool {
     let index = facts.index();
     // Only a completion index numbers one pod: a JobSet's NonIndexed Job gives its pods one
     // Job index, which siblings share.
     if index.completion.is_none() {
-        return;
+        return false;
     }
     let replaced = |gone: &String| {
         *gone != facts.uid
@@ -434,12 +445,13 @@ fn hand_over_predecessor_seat(
             .flatten()
     });
     let Some((gone, s)) = found else {
-        return;
+        return false;
     };
     tracing::debug!(pod = %facts.name, predecessor = %gone,
         "a pod takes the seat of the pod it replaces");
     plan.open_seat_of(&gone);
     plan.take_seat(&facts.uid, Some(s));
+    true
 }
 
 /// How long after its last `filter` a seat's pod the pending watch does not show counts as
@@ -459,9 +471,9 @@ fn reopen_vanished_seats(
     key: &PlanKey,
     asking: &str,
     now: Instant,
-) {
+) -> u64 {
     if !state.tracks_pending_group_pods() {
-        return; // from files, a pod the scheduler sends may be known nowhere else
+        return 0; // from files, a pod the scheduler sends may be known nowhere else
     }
     let quiet = |uid: &str| {
         seen.get(uid)
@@ -477,16 +489,17 @@ fn reopen_vanished_seats(
         .iter()
         .filter(|&(uid, &s)| {
             uid.as_str() != asking
-                && plan.seats[s].holder == Holder::Taken(uid.clone())
+                && matches!(&plan.seats[s].holder, Holder::Taken(u) if u == uid)
                 && pending(uid) == Some(false)
                 && state.pod(uid).is_none()
                 && quiet(uid)
         })
         .map(|(uid, _)| uid.clone())
         .collect();
-    for uid in gone {
-        plan.open_seat_of(&uid);
+    for uid in &gone {
+        plan.open_seat_of(uid);
     }
+    gone.len() as u64
 }
 
 /// A pod kube-tas has seen in `filter` (what `bind` needs to record it).
@@ -1750,16 +1763,22 @@ impl PlanBook {
             facts.job_index,
             plan.pods_per_replica,
         );
+        let mut reopened = 0;
         if !plan.by_uid.contains_key(&facts.uid) {
-            hand_over_predecessor_seat(plan, &self.pods, state, facts, rank, false);
+            reopened += u64::from(hand_over_predecessor_seat(
+                plan, &self.pods, state, facts, rank, false,
+            ));
         }
         let mut taken = plan.take_seat(&facts.uid, rank);
         if taken.is_none() {
             // Every seat is someone's: some may be pods gone (scans, only then).
-            hand_over_predecessor_seat(plan, &self.pods, state, facts, rank, true);
-            reopen_vanished_seats(plan, &self.pods, state, key, &facts.uid, now);
+            reopened += u64::from(hand_over_predecessor_seat(
+                plan, &self.pods, state, facts, rank, true,
+            ));
+            reopened += reopen_vanished_seats(plan, &self.pods, state, key, &facts.uid, now);
             taken = plan.take_seat(&facts.uid, rank);
         }
+        PlanCounters::add(&self.counters.seats_reopened, reopened);
         let seat = match taken {
             Some(s) => s,
             None => match self.extra_seat(state, key, &facts.uid) {

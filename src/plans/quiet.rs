@@ -12,7 +12,7 @@
 
 use std::time::Instant;
 
-use super::{Holder, PlanBook, PlanKey};
+use super::{Holder, PlanBook, PlanCounters, PlanKey};
 use crate::cluster::state::ClusterState;
 
 /// A seat taken by a pod that holds no capacity and has not asked since `asked`.
@@ -100,6 +100,7 @@ impl PlanBook {
             return false;
         }
         plan.open_seat_of(&seat.uid);
+        PlanCounters::bump(&self.counters.seats_reopened);
         true
     }
 }

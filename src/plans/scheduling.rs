@@ -78,7 +78,9 @@ impl PlanBook {
                 }
             };
             if let Some(plan) = self.plans.get_mut(&key) {
-                reopen_vanished_seats(plan, &self.pods, state, &key, &facts.uid, now);
+                let reopened =
+                    reopen_vanished_seats(plan, &self.pods, state, &key, &facts.uid, now);
+                PlanCounters::add(&self.counters.seats_reopened, reopened);
             }
             self.take_open_seat(state, &key, &facts.uid, &asking);
             if !self.has_seat(&key, &facts.uid)

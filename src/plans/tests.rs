@@ -548,7 +548,11 @@ fn a_pod_made_in_place_of_one_deleted_before_its_bind_takes_its_seat() {
         by_index[3]
     );
     let s = b.stats();
-    assert_eq!((s.plans_made, s.seats_held), (1, 8), "{s:?}");
+    assert_eq!(
+        (s.plans_made, s.seats_held, s.seats_reopened),
+        (1, 8, 1),
+        "{s:?}"
+    );
     // The successor binds there; the plan is whole once the others bind too.
     let name = pod_name("train", 3);
     b.bind("default", &name, "uid-train-3-again", &by_index[3], t1)

@@ -10,6 +10,8 @@
 //! * `kube_tas_tls_cert_not_after_seconds`: when the served certificate expires (unix
 //!   seconds), present only while TLS is on;
 //! * `kube_tas_binds_failed_total`: Bindings the API server refused;
+//! * `kube_tas_seats_reopened_total`: seats whose pods went away before they were bound,
+//!   opened again (or handed over) for the pods made in their place;
 //! * `kube_tas_replacements_total{result}`: running workloads' lost pods planned beside them
 //!   (`placed`) or without room in their domain (`failed`);
 //! * `kube_tas_cluster_nodes`, `kube_tas_cluster_pods`: nodes and capacity-holding pods in the
@@ -379,6 +381,12 @@ impl Collector for LiveValues {
                 "binds_failed",
                 "Bindings the API server refused (the seat was freed)",
                 s.binds_failed,
+            ),
+            (
+                "seats_reopened",
+                "Seats whose pods went away before they were bound, opened again for the pods \
+                 made in their place",
+                s.seats_reopened,
             ),
         ];
         for (name, help, value) in counters {

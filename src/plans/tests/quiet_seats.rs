@@ -72,8 +72,10 @@ fn the_seat_of_a_quiet_pod_read_back_gone_goes_to_the_next_pod() {
     assert!(!b.book.reopen_seat_of_gone(&b.state, stale));
     // train-b is read back gone: its seat is the newcomer's, no extra seat is made.
     let gone = quiet.iter().find(|q| q.name == "train-b").unwrap();
+    assert_eq!(b.stats().seats_reopened, 0);
     assert!(b.book.reopen_seat_of_gone(&b.state, gone));
     assert!(!b.book.reopen_seat_of_gone(&b.state, gone), "open already");
+    assert_eq!(b.stats().seats_reopened, 1);
     let t3 = t0 + Duration::from_secs(91);
     assert_eq!(seat_of(&mut b, &newcomer, t3), seat[1]);
     assert_eq!(b.stats().seats_held, 7, "train-c is bound");
