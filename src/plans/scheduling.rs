@@ -130,8 +130,10 @@ impl PlanBook {
         }
     }
 
-    /// `pod` can take the open `seat` of `plan`: its own filters pass on the seat's node,
-    /// counting the seat's hold as its room.
+    /// `pod` can take the open `seat` of `plan`: the seat's hold covers it (it asks no more
+    /// than the pods the plan was made for: room beyond the hold is not the seat's to give,
+    /// and two bigger pods on one node would each count the same free room), and its own
+    /// filters pass on the seat's node, counting that hold as its room.
     fn open_seat_fits(
         &self,
         state: &ClusterState,
@@ -139,6 +141,12 @@ impl PlanBook {
         seat: &Seat,
         pod: &PendingPod,
     ) -> bool {
+        let covered = (pod.requests.iter())
+            .filter(|(k, _)| k.as_str() != PODS)
+            .all(|(k, v)| *v <= plan.requests.get(k).copied().unwrap_or(0));
+        if !covered {
+            return false;
+        }
         let id = plan.node_id(seat);
         let Some(node) = state.node(id) else {
             return false;
@@ -388,9 +396,10 @@ impl PlanBook {
             let asks_here = leaf == facts.group;
             // An open seat (its Binding refused, or its pod gone) is counted above where it
             // holds; it is some pending pod's of the group, which takes it when it asks: a
-            // pending pod that can take one is not placed again beside it (the asking pod,
-            // which would have taken one already, aside). One the seat's node cannot take is
-            // placed with the tree.
+            // pending pod that can take one (`open_seat_fits`) is not placed again beside it
+            // (the asking pod, which would have taken one already, aside). One that cannot, a
+            // bigger pod made in place of one gone, is placed with the tree; the seat it
+            // leaves holds until the plan expires.
             let mut open: Vec<&Seat> = plan.map_or_else(Vec::new, |p| {
                 (p.seats.iter())
                     .filter(|s| s.holder == Holder::Open)

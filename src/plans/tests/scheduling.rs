@@ -1355,6 +1355,7 @@ fn a_seat_whose_pod_vanished_goes_to_its_replacement() {
         "the same two seats, nothing more held"
     );
     assert_eq!(b.stats().plans_made, 1);
+    assert_eq!(b.stats().seats_reopened, 1);
     // From files nothing is known to be gone: the seat stays pair-1's, the newcomer finds no
     // room beside the group, and pair-1 still gets its seat.
     let mut files = two_racks("");
@@ -1409,12 +1410,13 @@ fn only_a_gang_that_fits_an_empty_cluster_is_left_to_preemption() {
     assert_eq!(seat(&mut empty, &pods[0], t0), "r1-n1");
 }
 
-/// An open seat stands in only for a pending pod that could take it: one its node has room
-/// for once the seat's hold is given back (as `take_open_seat` seats it). A bigger pod of the
-/// group, made in place of one gone, that the seat's node cannot take is placed with the tree,
-/// so a sibling PodGroup is not given the room that pod needs.
+/// An open seat is taken only by a pod its hold covers (no bigger than the pods it was planned
+/// for): room beyond the hold is not the seat's to give. A bigger pod, made in place of one
+/// gone, is planned with the tree and its room held in full; taking the seat, it held only the
+/// seat's 2 cpu of its 4, and the other 2 were anyone's until its bind. (A pod the seat covers
+/// takes it: `an_open_seat_counts_its_pod_once_when_a_sibling_is_placed`.)
 #[test]
-fn an_open_seat_does_not_stand_in_for_a_pod_its_node_cannot_take() {
+fn an_open_seat_is_taken_only_by_a_pod_its_hold_covers() {
     // r2 is full: the tree (one rack) can only be in r1.
     let fillers = format!(
         "{}{}",
@@ -1422,6 +1424,7 @@ fn an_open_seat_does_not_stand_in_for_a_pod_its_node_cannot_take() {
         filler_pod_yaml("busy-2", 4, "r2-n2")
     );
     let mut b = two_racks(&fillers);
+    b.state.track_pending_group_pods();
     b.state
         .apply_scheduling_group(composite("job", 1, Some("rack")));
     b.state
@@ -1437,30 +1440,24 @@ fn an_open_seat_does_not_stand_in_for_a_pod_its_node_cannot_take() {
         .unwrap();
     b.book.abort_bind(&ticket, "etcd timed out");
     assert_eq!(held(&b, "r1-n1"), Some((2000, 1)), "the open seat holds");
-    // Another scheduler's pod takes the rest of the seat's node.
-    let busy = serde_json::from_value::<Pod>(json!({
-        "metadata": {"name": "busy-3", "namespace": "default", "uid": "uid-busy-3"},
-        "spec": {"nodeName": "r1-n1", "containers": [{"name": "c",
-            "resources": {"requests": {"cpu": "2"}}}]},
-        "status": {"phase": "Running"},
-    }))
-    .unwrap();
-    b.state
-        .apply_bound_pod(&bound_pod_of(&busy).unwrap().unwrap());
-    // a-0 is gone; a-1, of 4 cpu, is made instead: the seat's node has 2 cpu for it.
+    // a-0 is gone; a-1, of 4 cpu, is made instead: r1-n1 would have room for it once the
+    // seat's 2 cpu are given back, but the seat holds only 2.
     assert!(b.state.remove_pending_member(&pod_uid("a-0")));
     let a1 = member("a", "a-1", 4);
     watch(&mut b, &a1);
-    let b0 = member("b", "b-0", 4);
+    let node = seat(&mut b, &a1, t0);
+    assert_eq!(node, "r1-n2", "a-1 is planned beside the open seat");
+    assert_eq!(held(&b, &node), Some((4000, 1)), "its room held in full");
+    // b-0 finds no room left in r1: a-1's 4 cpu are not given to it.
+    let b0 = member("b", "b-0", 2);
     watch(&mut b, &b0);
     let (pass, rejected) = ask(&mut b, &b0, t0);
-    assert!(pass.is_empty(), "b-0 took the room a-1 needs: {pass:?}");
-    assert!(!rejected.reason.is_empty());
-    // With 2 cpu more on the seat's node (busy-3 gone), a-1 takes the open seat, and b-0
-    // the other node.
-    assert!(b.state.remove_pod("uid-busy-3"));
-    assert_eq!(seat(&mut b, &b0, t0), "r1-n2");
-    assert_eq!(seat(&mut b, &a1, t0), "r1-n1");
+    assert!(pass.is_empty(), "b-0 took room held for others: {pass:?}");
+    assert!(
+        rejected.reason.contains("node(s) cannot take"),
+        "{}",
+        rejected.reason
+    );
 }
 
 /// A seat whose Binding was refused stays open and held for its pod, which takes it back when
