@@ -119,8 +119,8 @@ pub struct PlanStats {
     pub replacements_placed: u64,
     /// Such pods that found no room in their workload's domain (counter).
     pub replacements_failed: u64,
-    /// Seats whose pods went away before they were bound, opened again or handed to the pods
-    /// made in their place (counter).
+    /// Seats whose pods went away before they were bound, opened again for the group's next
+    /// pod or handed to the pod made in their place (counter).
     pub seats_reopened: u64,
 }
 
@@ -366,6 +366,18 @@ impl Plan {
         Some(chosen)
     }
 
+    /// `by_uid` anew, after seats moved or were dropped.
+    fn index_holders(&mut self) {
+        self.by_uid = (self.seats.iter().enumerate())
+            .filter_map(|(i, seat)| match &seat.holder {
+                Holder::Open => None,
+                Holder::Taken(uid) | Holder::Binding(uid) | Holder::Bound(uid) => {
+                    Some((uid.clone(), i))
+                }
+            })
+            .collect();
+    }
+
     /// The seat of `uid` is open again (its Binding refused, or its pod gone); `None` when
     /// `uid` has none.
     fn open_seat_of(&mut self, uid: &str) -> Option<usize> {
@@ -407,7 +419,7 @@ impl Plan {
 /// kube-scheduler schedules no pod being deleted. Without this the dead seat kept its room for
 /// the plan's life, and its successor needed an extra seat beside it (none, in a full domain).
 /// A pod with no index (a NonIndexed Job's) cannot tell its predecessor from a sibling still
-/// waiting.
+/// waiting: its predecessor's seat is opened once the pod is read back gone ([`quiet`]).
 fn hand_over_predecessor_seat(
     plan: &mut Plan,
     seen: &HashMap<String, SeenPod>,
@@ -463,7 +475,8 @@ const PENDING_WATCH_LAG: Duration = Duration::from_secs(1);
 /// PodGroups, a seat taken by a pod that is gone (neither pending nor holding capacity, and not
 /// filtered for [`PENDING_WATCH_LAG`]) is open again: its group's next pod takes it. A Job's
 /// pending pods are not watched: one waiting cannot be told from one gone (its successor, of
-/// the same index, takes its seat: [`hand_over_predecessor_seat`]).
+/// the same index, takes its seat: [`hand_over_predecessor_seat`]; others are read back once
+/// quiet: [`quiet`]).
 fn reopen_vanished_seats(
     plan: &mut Plan,
     seen: &HashMap<String, SeenPod>,

@@ -1,14 +1,16 @@
 //! Seats taken by pods that stopped asking: listed for a read-back from the API server, and
 //! opened again when their pod turns out to be gone.
 //!
-//! A pod takes its seat at its first `filter` and keeps it until it is bound. One deleted
+//! A pod takes its seat at its first `filter` (a Workload-API PodGroup's pods are seated when
+//! their tree is planned) and keeps it until it is bound. One deleted
 //! before it was bound leaves the seat taken and holding its room: for the plan's life, which
 //! for a workload of several PodSets is the workload's. The book finds most such seats itself
 //! (a successor of the same completion index takes its predecessor's seat; the pending-pod
 //! watch shows a plain pod group's or a PodGroup's pod gone), but nothing it sees tells a
 //! NonIndexed Job's pod that is gone from one still waiting in kube-scheduler's queue. The
 //! caller reads such pods back ([`PlanBook::quiet_seats`]) and reports the gone ones
-//! ([`PlanBook::reopen_seat_of_gone`]); the group's next pod takes the seat.
+//! ([`PlanBook::reopen_seat_of_gone`]); the group's next pod takes the seat. Only pods that
+//! have asked are listed: one seated with its tree that never asked is not known by name.
 
 use std::time::Instant;
 

@@ -557,7 +557,8 @@ impl PlanBook {
     }
 
     /// Adds `seats` to the plan of `key` (made when there is none) and holds them; a plan
-    /// whose pods now ask for more holds every seat at the larger requests.
+    /// whose pods now ask for more holds every seat at the larger requests, and gives back
+    /// its open seats.
     fn add_seats(
         &mut self,
         key: &PlanKey,
@@ -606,6 +607,16 @@ impl PlanBook {
             *slot = (*slot).max(*v);
         }
         if larger != plan.requests {
+            // Open seats (their pods gone) are given back rather than held at the larger
+            // size, which their nodes may have no room for: the group's next pod is placed
+            // with the tree.
+            if plan.seats.iter().any(|s| s.holder == Holder::Open) {
+                for seat in plan.seats.iter().filter(|s| s.holder == Holder::Open) {
+                    self.held.release(plan.node_id(seat), &plan.requests);
+                }
+                plan.seats.retain(|s| s.holder != Holder::Open);
+                plan.index_holders();
+            }
             for seat in plan.seats.iter().filter(|s| s.holds()) {
                 let node = plan.node_id(seat);
                 self.held.release(node, &plan.requests);
@@ -710,12 +721,5 @@ pub(super) fn move_seats(plan: &mut Plan, onto: &Arc<FlavorTopology>, held: &mut
             None => {}
         }
     }
-    plan.by_uid = (plan.seats.iter().enumerate())
-        .filter_map(|(i, seat)| match &seat.holder {
-            Holder::Open => None,
-            Holder::Taken(uid) | Holder::Binding(uid) | Holder::Bound(uid) => {
-                Some((uid.clone(), i))
-            }
-        })
-        .collect();
+    plan.index_holders();
 }

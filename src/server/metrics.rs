@@ -11,7 +11,7 @@
 //!   seconds), present only while TLS is on;
 //! * `kube_tas_binds_failed_total`: Bindings the API server refused;
 //! * `kube_tas_seats_reopened_total`: seats whose pods went away before they were bound,
-//!   opened again (or handed over) for the pods made in their place;
+//!   opened again for their group's next pod (or handed to the pod made in their place);
 //! * `kube_tas_replacements_total{result}`: running workloads' lost pods planned beside them
 //!   (`placed`) or without room in their domain (`failed`);
 //! * `kube_tas_cluster_nodes`, `kube_tas_cluster_pods`: nodes and capacity-holding pods in the
@@ -384,8 +384,8 @@ impl Collector for LiveValues {
             ),
             (
                 "seats_reopened",
-                "Seats whose pods went away before they were bound, opened again for the pods \
-                 made in their place",
+                "Seats whose pods went away before they were bound, opened again for their \
+                 group's next pod",
                 s.seats_reopened,
             ),
         ];

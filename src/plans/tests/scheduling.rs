@@ -1413,8 +1413,9 @@ fn only_a_gang_that_fits_an_empty_cluster_is_left_to_preemption() {
 /// An open seat is taken only by a pod its hold covers (no bigger than the pods it was planned
 /// for): room beyond the hold is not the seat's to give. A bigger pod, made in place of one
 /// gone, is planned with the tree and its room held in full; taking the seat, it held only the
-/// seat's 2 cpu of its 4, and the other 2 were anyone's until its bind. (A pod the seat covers
-/// takes it: `an_open_seat_counts_its_pod_once_when_a_sibling_is_placed`.)
+/// seat's 2 cpu of its 4, and the other 2 were anyone's until its bind. The plan, grown to
+/// 4 cpu, gives the open seat back rather than hold it at a size its node may not have. (A
+/// pod the seat covers takes it: `an_open_seat_counts_its_pod_once_when_a_sibling_is_placed`.)
 #[test]
 fn an_open_seat_is_taken_only_by_a_pod_its_hold_covers() {
     // r2 is full: the tree (one rack) can only be in r1.
@@ -1448,16 +1449,67 @@ fn an_open_seat_is_taken_only_by_a_pod_its_hold_covers() {
     let node = seat(&mut b, &a1, t0);
     assert_eq!(node, "r1-n2", "a-1 is planned beside the open seat");
     assert_eq!(held(&b, &node), Some((4000, 1)), "its room held in full");
-    // b-0 finds no room left in r1: a-1's 4 cpu are not given to it.
+    // The plan now holds its seats at 4 cpu: the open seat, which r1-n1 might have no room
+    // for at that size, is given back; b-0 is placed there.
+    assert_eq!(held(&b, "r1-n1"), None, "the open seat is given back");
     let b0 = member("b", "b-0", 2);
     watch(&mut b, &b0);
-    let (pass, rejected) = ask(&mut b, &b0, t0);
-    assert!(pass.is_empty(), "b-0 took room held for others: {pass:?}");
+    assert_eq!(seat(&mut b, &b0, t0), "r1-n1");
+    assert_eq!(held(&b, "r1-n1"), Some((2000, 1)));
+    // A pod of group a that fits the plan's size now finds no room left in r1.
+    let a2 = member("a", "a-2", 4);
+    watch(&mut b, &a2);
+    let (pass, rejected) = ask(&mut b, &a2, t0);
+    assert!(pass.is_empty(), "a-2 took room held for others: {pass:?}");
     assert!(
         rejected.reason.contains("node(s) cannot take"),
         "{}",
         rejected.reason
     );
+}
+
+/// When a sibling PodGroup's pod plans the tree, a pending pod the open seat does not cover
+/// (bigger than the pods it was planned for) is placed with the tree, its room held, rather
+/// than counted in the seat it could not take.
+#[test]
+fn a_pending_pod_an_open_seat_does_not_cover_is_placed_with_the_tree() {
+    // r2 is full: the tree (one rack) can only be in r1.
+    let fillers = format!(
+        "{}{}",
+        filler_pod_yaml("busy-1", 4, "r2-n1"),
+        filler_pod_yaml("busy-2", 4, "r2-n2")
+    );
+    let mut b = two_racks(&fillers);
+    b.state.track_pending_group_pods();
+    b.state
+        .apply_scheduling_group(composite("job", 1, Some("rack")));
+    b.state
+        .apply_scheduling_group(gang("a", 1, None, Some("job")));
+    b.state
+        .apply_scheduling_group(gang("b", 1, None, Some("job")));
+    let a0 = member("a", "a-0", 2);
+    watch(&mut b, &a0);
+    let t0 = Instant::now();
+    assert_eq!(seat(&mut b, &a0, t0), "r1-n1");
+    let ticket = (b.book)
+        .begin_bind(&b.state, "default", "a-0", &pod_uid("a-0"), "r1-n1", t0)
+        .unwrap();
+    b.book.abort_bind(&ticket, "etcd timed out");
+    // a-0 is gone; a-1, of 4 cpu, is made instead and waits. b-0 asks first.
+    assert!(b.state.remove_pending_member(&pod_uid("a-0")));
+    let a1 = member("a", "a-1", 4);
+    watch(&mut b, &a1);
+    let b0 = member("b", "b-0", 2);
+    watch(&mut b, &b0);
+    assert_eq!(seat(&mut b, &b0, t0), "r1-n1", "beside the open seat");
+    assert_eq!(
+        held(&b, "r1-n2"),
+        Some((4000, 1)),
+        "a-1 is placed with the tree, its room held"
+    );
+    // Its plan, at 4 cpu now, gave back the open seat; b-0's seat holds on r1-n1.
+    assert_eq!(held(&b, "r1-n1"), Some((2000, 1)));
+    assert_eq!(seat(&mut b, &a1, t0), "r1-n2");
 }
 
 /// A seat whose Binding was refused stays open and held for its pod, which takes it back when
