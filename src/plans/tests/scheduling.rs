@@ -1410,14 +1410,9 @@ fn only_a_gang_that_fits_an_empty_cluster_is_left_to_preemption() {
     assert_eq!(seat(&mut empty, &pods[0], t0), "r1-n1");
 }
 
-/// An open seat is taken only by a pod its hold covers (no bigger than the pods it was planned
-/// for): room beyond the hold is not the seat's to give. A bigger pod, made in place of one
-/// gone, is planned with the tree and its room held in full; taking the seat, it held only the
-/// seat's 2 cpu of its 4, and the other 2 were anyone's until its bind. The plan, grown to
-/// 4 cpu, gives the open seat back rather than hold it at a size its node may not have. (A
-/// pod the seat covers takes it: `an_open_seat_counts_its_pod_once_when_a_sibling_is_placed`.)
-#[test]
-fn an_open_seat_is_taken_only_by_a_pod_its_hold_covers() {
+/// A composite `job` (PodGroups `a` and `b`, one rack) with r2 full, live (pending pods
+/// watched): a-0, of 2 cpu, planned on r1-n1, its Binding refused, so its seat is open there.
+fn open_seat_of_two_cpu_in_r1() -> (TestBook, Instant) {
     // r2 is full: the tree (one rack) can only be in r1.
     let fillers = format!(
         "{}{}",
@@ -1440,6 +1435,18 @@ fn an_open_seat_is_taken_only_by_a_pod_its_hold_covers() {
         .begin_bind(&b.state, "default", "a-0", &pod_uid("a-0"), "r1-n1", t0)
         .unwrap();
     b.book.abort_bind(&ticket, "etcd timed out");
+    (b, t0)
+}
+
+/// An open seat is taken only by a pod its hold covers (no bigger than the pods it was planned
+/// for): room beyond the hold is not the seat's to give. A bigger pod, made in place of one
+/// gone, is planned with the tree and its room held in full; taking the seat, it held only the
+/// seat's 2 cpu of its 4, and the other 2 were anyone's until its bind. The plan, grown to
+/// 4 cpu, gives the open seat back rather than hold it at a size its node may not have. (A
+/// pod the seat covers takes it: `an_open_seat_counts_its_pod_once_when_a_sibling_is_placed`.)
+#[test]
+fn an_open_seat_is_taken_only_by_a_pod_its_hold_covers() {
+    let (mut b, t0) = open_seat_of_two_cpu_in_r1();
     assert_eq!(held(&b, "r1-n1"), Some((2000, 1)), "the open seat holds");
     // a-0 is gone; a-1, of 4 cpu, is made instead: r1-n1 would have room for it once the
     // seat's 2 cpu are given back, but the seat holds only 2.
@@ -1473,28 +1480,7 @@ fn an_open_seat_is_taken_only_by_a_pod_its_hold_covers() {
 /// than counted in the seat it could not take.
 #[test]
 fn a_pending_pod_an_open_seat_does_not_cover_is_placed_with_the_tree() {
-    // r2 is full: the tree (one rack) can only be in r1.
-    let fillers = format!(
-        "{}{}",
-        filler_pod_yaml("busy-1", 4, "r2-n1"),
-        filler_pod_yaml("busy-2", 4, "r2-n2")
-    );
-    let mut b = two_racks(&fillers);
-    b.state.track_pending_group_pods();
-    b.state
-        .apply_scheduling_group(composite("job", 1, Some("rack")));
-    b.state
-        .apply_scheduling_group(gang("a", 1, None, Some("job")));
-    b.state
-        .apply_scheduling_group(gang("b", 1, None, Some("job")));
-    let a0 = member("a", "a-0", 2);
-    watch(&mut b, &a0);
-    let t0 = Instant::now();
-    assert_eq!(seat(&mut b, &a0, t0), "r1-n1");
-    let ticket = (b.book)
-        .begin_bind(&b.state, "default", "a-0", &pod_uid("a-0"), "r1-n1", t0)
-        .unwrap();
-    b.book.abort_bind(&ticket, "etcd timed out");
+    let (mut b, t0) = open_seat_of_two_cpu_in_r1();
     // a-0 is gone; a-1, of 4 cpu, is made instead and waits. b-0 asks first.
     assert!(b.state.remove_pending_member(&pod_uid("a-0")));
     let a1 = member("a", "a-1", 4);
