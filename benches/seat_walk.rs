@@ -1,0 +1,191 @@
+//! A gang's pods taking their seats one by one (performance.md G1, G4): every pod of a
+//! NonIndexed Job (no completion index, so no seat is its own) filtered and bound in turn, as
+//! kube-scheduler's cycle does, on a generated one-block cluster. The work per pod must not
+//! grow with the gang: a search of every seat for an open one, or of every seat for one not
+//! bound, costs a gang of n pods n² over its walk.
+//!
+//! ```text
+//! cargo bench --bench seat_walk
+//! ```
+//!
+//! For gangs of 1,000 and 10,000 pods: the first pod's filter (it plans the gang), then each
+//! later pod's filter and bind as p50 / p99, and the growth: the mean time of the walk's last
+//! tenth over its first tenth (about 1 when the work per pod is flat). Criterion then times
+//! whole walks of the smaller gang. Every answer is checked (one node passes, the bind is
+//! accepted). Under `cargo test --benches` (a smoke run, unoptimised) one walk of 50 pods.
+
+use std::hint::black_box;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::Value;
+
+use kube_tas::bench::requests::{gang_pod, job_info};
+use kube_tas::bench::stats::Samples;
+use kube_tas::extender::Extender;
+use kube_tas::extender::wire::ExtenderBindingArgs;
+use kube_tas::keys::{JOB_COMPLETION_INDEX, PODSET_REQUIRED_TOPOLOGY};
+use kube_tas::synthetic::{BLOCK_LABEL, SyntheticCluster, job_yaml};
+use kube_tas::topology::FeatureGates;
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// 200 nodes of 64 cpu and 110 pods in one block: room for 22,000 pods of 100m.
+const SHAPE: SyntheticCluster = SyntheticCluster {
+    blocks: 1,
+    racks_per_block: 10,
+    hosts_per_rack: 20,
+    cpu_per_node: 64,
+    memory_gi: 256,
+    gpus_per_node: 0,
+    pods_per_node: 110,
+    busy_fraction_percent: 0,
+    seed: 7,
+};
+const CPU_MILLIS_PER_POD: u32 = 100;
+
+/// A walk's set-up: the extender over the cluster with the gang's Job, the gang's pods as
+/// kube-scheduler sends them, and every node's name.
+struct Walk {
+    extender: Extender,
+    pods: Vec<(Pod, ExtenderBindingArgs)>,
+    names: Vec<String>,
+}
+
+impl Walk {
+    fn new(gang: u32) -> Self {
+        let job = job_yaml(
+            "walk",
+            gang,
+            CPU_MILLIS_PER_POD,
+            PODSET_REQUIRED_TOPOLOGY,
+            BLOCK_LABEL,
+        )
+        .replace("completionMode: Indexed", "completionMode: NonIndexed");
+        assert!(job.contains("NonIndexed"), "the gang's Job is NonIndexed");
+        let yaml = SHAPE.to_yaml() + &job;
+        let cluster = kube_tas::cluster::load_text(Path::new("walk.yaml"), &yaml)
+            .expect("the generated cluster loads");
+        let names = cluster.nodes.iter().map(|n| n.name.clone()).collect();
+        let extender =
+            Extender::over_cluster(&cluster, FeatureGates::default(), Duration::from_secs(3600));
+        let docs: Vec<Value> = serde_saphyr::from_multiple(&job).expect("the Job parses");
+        let info = job_info(&docs[0]);
+        let pods = (0..info.count)
+            .map(|i| {
+                let mut pod = gang_pod(&info, i);
+                // A NonIndexed Job's pod carries no completion index.
+                for key in ["labels", "annotations"] {
+                    if let Some(map) = pod["metadata"][key].as_object_mut() {
+                        map.remove(JOB_COMPLETION_INDEX);
+                    }
+                }
+                let pod: Pod = serde_json::from_value(pod).expect("a gang pod is a Pod");
+                let meta = &pod.metadata;
+                let bind = ExtenderBindingArgs {
+                    pod_name: meta.name.clone().unwrap_or_default(),
+                    pod_namespace: meta.namespace.clone().unwrap_or_default(),
+                    pod_uid: meta.uid.clone().unwrap_or_default(),
+                    node: String::new(),
+                };
+                (pod, bind)
+            })
+            .collect();
+        Self {
+            extender,
+            pods,
+            names,
+        }
+    }
+
+    /// Filters and binds every pod in turn, passing each time taken to `timed` (pod index,
+    /// filter, bind).
+    fn run(&mut self, mut timed: impl FnMut(usize, Duration, Duration)) {
+        let names: Vec<&str> = self.names.iter().map(String::as_str).collect();
+        for (i, (pod, bind)) in self.pods.iter_mut().enumerate() {
+            let t = Instant::now();
+            let answer = self.extender.filter_cached(black_box(pod), &names);
+            let filter = t.elapsed();
+            bind.node = match answer.node_names.as_deref() {
+                Some([seat]) => seat.clone(),
+                _ => panic!("pod {i} of the walk gets no single seat: {answer:?}"),
+            };
+            let t = Instant::now();
+            let bound = self.extender.bind(black_box(bind));
+            let binding = t.elapsed();
+            assert!(bound.error.is_empty(), "pod {i}'s bind: {}", bound.error);
+            timed(i, filter, binding);
+        }
+    }
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// One walk of `gang` pods, its figures printed.
+fn report(gang: u32) {
+    let mut walk = Walk::new(gang);
+    let (mut filters, mut binds) = (Samples::default(), Samples::default());
+    let mut per_pod = Vec::with_capacity(gang as usize);
+    let mut planning = Duration::ZERO;
+    walk.run(|i, filter, bind| {
+        per_pod.push(micros(filter + bind));
+        if i == 0 {
+            planning = filter;
+        } else {
+            filters.push(filter);
+            binds.push(bind);
+        }
+    });
+    let tenth = (per_pod.len() / 10).max(1);
+    let mean = |s: &[f64]| s.iter().sum::<f64>() / s.len() as f64;
+    let first = mean(&per_pod[1..=tenth.min(per_pod.len() - 1)]);
+    let last = mean(&per_pod[per_pod.len() - tenth..]);
+    let (f, b) = (filters.summary(), binds.summary());
+    println!(
+        "{gang}-pod NonIndexed gang, {} nodes: planned in {:.1} ms; filter p50 {:.1} / p99 \
+         {:.1} µs, bind p50 {:.1} / p99 {:.1} µs; filter + bind mean {:.1} µs over the first \
+         tenth, {:.1} µs over the last (growth {:.2})",
+        SHAPE.node_count(),
+        planning.as_secs_f64() * 1e3,
+        f.p50,
+        f.p99,
+        b.p50,
+        b.p99,
+        first,
+        last,
+        last / first.max(1e-9),
+    );
+}
+
+fn bench(c: &mut Criterion) {
+    let benchmarking = std::env::args().any(|a| a == "--bench");
+    if !benchmarking {
+        report(50);
+        return;
+    }
+    for gang in [1_000, 10_000] {
+        report(gang);
+    }
+    let mut group = c.benchmark_group("seat_walk");
+    group.sample_size(20);
+    group.bench_function("1000-pod NonIndexed gang, whole walk", |b| {
+        b.iter_batched(
+            || Walk::new(1_000),
+            // The walk is returned: dropped after the clock stops.
+            |mut walk| {
+                walk.run(|_, _, _| {});
+                walk
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
