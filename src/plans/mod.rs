@@ -335,6 +335,11 @@ struct Plan {
     level: Option<usize>,
     seats: Vec<Seat>,
     by_uid: HashMap<String, usize>,
+    /// Seats bound ([`Holder::Bound`]): the plan is complete when every seat is.
+    bound: usize,
+    /// No seat below this index is open: the search for an open seat starts here, so that a
+    /// gang's pods without a seat of their own (no rank) take theirs in O(1) each, not O(seats).
+    open_from: usize,
     touched: Instant,
     /// Where Events about the plan go.
     owner: ObjectReference,
@@ -351,6 +356,34 @@ impl Plan {
         self.flavor.member_ids[seat.member]
     }
 
+    /// A plan of no seat yet.
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        flavor: Arc<FlavorTopology>,
+        template: PodSetSpec,
+        level: Option<usize>,
+        touched: Instant,
+        owner: ObjectReference,
+        pods_per_replica: usize,
+        workload_pod_sets: usize,
+    ) -> Self {
+        Self {
+            flavor,
+            requests: template.requests.clone(),
+            template,
+            level,
+            seats: Vec::new(),
+            by_uid: HashMap::new(),
+            bound: 0,
+            open_from: 0,
+            touched,
+            owner,
+            pods_per_replica,
+            workload_pod_sets,
+            seats_checked: None,
+        }
+    }
+
     /// The seat of `uid`, taking one when it has none: seat `index` when open, else the
     /// first open seat.
     fn take_seat(&mut self, uid: &str, index: Option<usize>) -> Option<usize> {
@@ -358,15 +391,33 @@ impl Plan {
             return Some(s);
         }
         let open = |s: &Seat| s.holder == Holder::Open;
-        let chosen = index
-            .filter(|&i| self.seats.get(i).is_some_and(open))
-            .or_else(|| self.seats.iter().position(open))?;
-        self.seats[chosen].holder = Holder::Taken(uid.to_string());
+        let chosen = match index.filter(|&i| self.seats.get(i).is_some_and(open)) {
+            Some(i) => i,
+            None => {
+                let from = self.open_from.min(self.seats.len());
+                let first = from + self.seats[from..].iter().position(open)?;
+                self.open_from = first + 1;
+                first
+            }
+        };
+        self.set_holder(chosen, Holder::Taken(uid.to_string()));
         self.by_uid.insert(uid.to_string(), chosen);
         Some(chosen)
     }
 
-    /// `by_uid` anew, after seats moved or were dropped.
+    /// Seat `s` is `holder`'s now, the counts of bound and open seats kept; `by_uid` is the
+    /// caller's.
+    fn set_holder(&mut self, s: usize, holder: Holder) {
+        let seat = &mut self.seats[s];
+        let bound = |h: &Holder| matches!(h, Holder::Bound(_));
+        self.bound = self.bound - usize::from(bound(&seat.holder)) + usize::from(bound(&holder));
+        if holder == Holder::Open {
+            self.open_from = self.open_from.min(s);
+        }
+        seat.holder = holder;
+    }
+
+    /// `by_uid` and the counts anew, after seats moved or were dropped.
     fn index_holders(&mut self) {
         self.by_uid = (self.seats.iter().enumerate())
             .filter_map(|(i, seat)| match &seat.holder {
@@ -376,13 +427,19 @@ impl Plan {
                 }
             })
             .collect();
+        self.bound = (self.seats.iter())
+            .filter(|s| matches!(s.holder, Holder::Bound(_)))
+            .count();
+        self.open_from = (self.seats.iter())
+            .position(|s| s.holder == Holder::Open)
+            .unwrap_or(self.seats.len());
     }
 
     /// The seat of `uid` is open again (its Binding refused, or its pod gone); `None` when
     /// `uid` has none.
     fn open_seat_of(&mut self, uid: &str) -> Option<usize> {
         let s = self.by_uid.remove(uid)?;
-        self.seats[s].holder = Holder::Open;
+        self.set_holder(s, Holder::Open);
         Some(s)
     }
 
@@ -406,9 +463,7 @@ impl Plan {
     }
 
     fn complete(&self) -> bool {
-        self.seats
-            .iter()
-            .all(|s| matches!(s.holder, Holder::Bound(_)))
+        self.bound == self.seats.len()
     }
 }
 
@@ -1164,7 +1219,7 @@ impl PlanBook {
                         nodes.join(", ")
                     )));
                 }
-                plan.seats[s].holder = Holder::Binding(uid.clone());
+                plan.set_holder(s, Holder::Binding(uid.clone()));
                 plan.touched = now;
                 false
             }
@@ -1227,7 +1282,7 @@ impl PlanBook {
             && let Some(&s) = plan.by_uid.get(&ticket.uid)
         {
             let held_on = plan.node_id(&plan.seats[s]);
-            plan.seats[s].holder = Holder::Bound(ticket.uid.clone());
+            plan.set_holder(s, Holder::Bound(ticket.uid.clone()));
             plan.touched = now;
             self.held.release(held_on, &plan.requests);
             gave_back |= plan.requests != requests;
@@ -1696,19 +1751,15 @@ impl PlanBook {
         let owner = owner.cloned().unwrap_or_default();
         let mut plans = Vec::new();
         let mut add = |set: &RoutedPodSet, assignment: &Assignment, this: &mut Self| {
-            let mut plan = Plan {
-                flavor: flavor.clone(),
-                requests: set.spec.requests.clone(),
-                template: set.spec.clone(),
+            let mut plan = Plan::new(
+                flavor.clone(),
+                set.spec.clone(),
                 level,
-                seats: Vec::new(),
-                by_uid: HashMap::new(),
-                touched: now,
-                owner: owner.clone(),
-                pods_per_replica: usize::try_from(set.pods_per_replica).unwrap_or(1).max(1),
-                workload_pod_sets: unit.workload_pod_sets,
-                seats_checked: None,
-            };
+                now,
+                owner.clone(),
+                usize::try_from(set.pods_per_replica).unwrap_or(1).max(1),
+                unit.workload_pod_sets,
+            );
             for &(leaf, count) in &assignment.domains {
                 for _ in 0..count {
                     let member = this.member_with_room(state, &flavor, leaf, &plan);

@@ -77,12 +77,18 @@ impl PlanBook {
                     ));
                 }
             };
-            if let Some(plan) = self.plans.get_mut(&key) {
+            self.take_open_seat(state, &key, &facts.uid, &asking);
+            // No open seat it can take: some may be pods gone (a scan, only then).
+            if !self.has_seat(&key, &facts.uid)
+                && let Some(plan) = self.plans.get_mut(&key)
+            {
                 let reopened =
                     reopen_vanished_seats(plan, &self.pods, state, &key, &facts.uid, now);
                 PlanCounters::add(&self.counters.seats_reopened, reopened);
+                if reopened > 0 {
+                    self.take_open_seat(state, &key, &facts.uid, &asking);
+                }
             }
-            self.take_open_seat(state, &key, &facts.uid, &asking);
             if !self.has_seat(&key, &facts.uid)
                 && let Err(rejection) = self.plan_scheduling_tree(state, facts, asking, now, true)
             {
@@ -119,13 +125,15 @@ impl PlanBook {
         let Some(plan) = self.plans.get(key) else {
             return;
         };
-        let Some(s) = plan.seats.iter().position(|seat| {
+        let from = plan.open_from.min(plan.seats.len());
+        let Some(s) = plan.seats[from..].iter().position(|seat| {
             seat.holder == Holder::Open && self.open_seat_fits(state, plan, seat, pod)
         }) else {
             return;
         };
+        let s = from + s;
         if let Some(plan) = self.plans.get_mut(key) {
-            plan.seats[s].holder = Holder::Taken(uid.to_string());
+            plan.set_holder(s, Holder::Taken(uid.to_string()));
             plan.by_uid.insert(uid.to_string(), s);
         }
     }
@@ -574,22 +582,18 @@ impl PlanBook {
         if !self.plans.contains_key(key) {
             self.plans.insert(
                 key.clone(),
-                Plan {
-                    flavor: flavor.clone(),
-                    requests: ResourceList::new(),
-                    template: PodSetSpec {
+                Plan::new(
+                    flavor.clone(),
+                    PodSetSpec {
                         name: MAIN_POD_SET.to_string(),
                         ..Default::default()
                     },
-                    level: None,
-                    seats: Vec::new(),
-                    by_uid: HashMap::new(),
-                    touched: now,
-                    owner: group_ref(group),
-                    pods_per_replica: 1,
-                    workload_pod_sets: 1,
-                    seats_checked: None,
-                },
+                    None,
+                    now,
+                    group_ref(group),
+                    1,
+                    1,
+                ),
             );
             PlanCounters::bump(&self.counters.plans_made);
         }

@@ -321,6 +321,18 @@ fn job_pod(job: &str, index: usize, cpu: u32) -> Pod {
     .unwrap()
 }
 
+/// Pod `name` (1 cpu) of the NonIndexed Job `job`: no index tells it from its siblings.
+fn unindexed_pod(job: &str, name: &str) -> Pod {
+    let mut pod = job_pod(job, 0, 1);
+    pod.metadata.name = Some(format!("{job}-{name}"));
+    pod.metadata.uid = Some(format!("uid-{job}-{name}"));
+    let numbered = [&mut pod.metadata.labels, &mut pod.metadata.annotations];
+    for numbers in numbered.into_iter().flatten() {
+        numbers.remove("batch.kubernetes.io/job-completion-index");
+    }
+    pod
+}
+
 /// A pod with no owner and no queue: belongs to no group.
 fn lone_pod(name: &str, cpu: u32) -> Pod {
     serde_json::from_value(serde_json::json!({
@@ -596,6 +608,44 @@ fn a_successor_finds_its_predecessors_seat_away_from_its_rank() {
     assert_eq!(b.stats().seats_held, 8);
     assert_eq!(seat_of(&mut b, &with_uid(9, "uid-train-9-again"), t0), last);
     assert_eq!(b.stats().seats_held, 8, "no extra seat");
+}
+
+/// Pods with no index take the open seats in turn; a seat opened again below the last one
+/// taken (its Binding refused) is the next pod's, not an extra seat beside the plan; the plan
+/// is complete, and let go, only when its last seat is bound.
+#[test]
+fn pods_without_an_index_take_the_lowest_open_seat_and_complete_the_plan() {
+    let mut b = book_with_ttl(1, &job_yaml("train", 4, 1, RACK), Duration::from_secs(3600));
+    let t0 = Instant::now();
+    let pods: Vec<Pod> = ["a", "b", "c", "d"]
+        .map(|c| unindexed_pod("train", c))
+        .into();
+    let seat: Vec<String> = pods.iter().map(|p| seat_of(&mut b, p, t0)).collect();
+    assert_eq!(b.stats().seats_held, 4);
+    b.bind("default", "train-a", "uid-train-a", &seat[0], t0)
+        .unwrap();
+    let ticket = (b.book)
+        .begin_bind(&b.state, "default", "train-b", "uid-train-b", &seat[1], t0)
+        .unwrap();
+    b.book.abort_bind(&ticket, "the pod is gone");
+    b.bind("default", "train-c", "uid-train-c", &seat[2], t0)
+        .unwrap();
+    // b's seat is open: the next pod takes it.
+    let newcomer = unindexed_pod("train", "e");
+    assert_eq!(seat_of(&mut b, &newcomer, t0), seat[1]);
+    let s = b.stats();
+    assert_eq!((s.seats_held, s.plans_active), (2, 1), "{s:?}");
+    b.bind("default", "train-e", "uid-train-e", &seat[1], t0)
+        .unwrap();
+    assert_eq!(b.stats().plans_active, 1, "d's seat is not bound yet");
+    b.bind("default", "train-d", "uid-train-d", &seat[3], t0)
+        .unwrap();
+    let s = b.stats();
+    assert_eq!(
+        (s.pods_bound, s.seats_held, s.plans_active),
+        (4, 0, 0),
+        "{s:?}"
+    );
 }
 
 /// Pods numbered only by a JobSet's Job index (a NonIndexed replicated Job: siblings share

@@ -3,18 +3,6 @@
 
 use super::*;
 
-/// Pod `name` of the NonIndexed Job `job`: no index tells it from its siblings.
-fn unindexed_pod(job: &str, name: &str) -> Pod {
-    let mut pod = job_pod(job, 0, 1);
-    pod.metadata.name = Some(format!("{job}-{name}"));
-    pod.metadata.uid = Some(format!("uid-{job}-{name}"));
-    let numbered = [&mut pod.metadata.labels, &mut pod.metadata.annotations];
-    for numbers in numbered.into_iter().flatten() {
-        numbers.remove("batch.kubernetes.io/job-completion-index");
-    }
-    pod
-}
-
 fn quiet_names(b: &TestBook, before: Instant, limit: usize) -> Vec<String> {
     (b.book.quiet_seats(&b.state, before, limit).into_iter())
         .map(|q| q.name)
