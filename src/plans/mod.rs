@@ -395,9 +395,13 @@ impl Plan {
             Some(i) => i,
             None => {
                 let from = self.open_from.min(self.seats.len());
-                let first = from + self.seats[from..].iter().position(open)?;
-                self.open_from = first + 1;
-                first
+                let Some(first) = self.seats[from..].iter().position(open) else {
+                    // None open: seats pushed from now on are searched from their own place.
+                    self.open_from = self.seats.len();
+                    return None;
+                };
+                self.open_from = from + first + 1;
+                from + first
             }
         };
         self.set_holder(chosen, Holder::Taken(uid.to_string()));
@@ -405,8 +409,8 @@ impl Plan {
         Some(chosen)
     }
 
-    /// Seat `s` is `holder`'s now, the counts of bound and open seats kept; `by_uid` is the
-    /// caller's.
+    /// Seat `s` is `holder`'s now, keeping the count `bound` and the open-seat cursor
+    /// `open_from`; `by_uid` is the caller's.
     fn set_holder(&mut self, s: usize, holder: Holder) {
         let seat = &mut self.seats[s];
         let bound = |h: &Holder| matches!(h, Holder::Bound(_));
@@ -463,6 +467,13 @@ impl Plan {
     }
 
     fn complete(&self) -> bool {
+        debug_assert_eq!(
+            self.bound,
+            (self.seats.iter())
+                .filter(|s| matches!(s.holder, Holder::Bound(_)))
+                .count(),
+            "bound seats are counted as they change"
+        );
         self.bound == self.seats.len()
     }
 }

@@ -6,7 +6,8 @@
 //! before it was bound leaves the seat taken and holding its room: for the plan's life, which
 //! for a workload of several PodSets is the workload's. The book finds most such seats itself
 //! (a successor of the same completion index takes its predecessor's seat; the pending-pod
-//! watch shows a plain pod group's or a PodGroup's pod gone), but nothing it sees tells a
+//! watch shows a plain pod group's or a PodGroup's pod gone, which the book looks for when a
+//! pod of the group finds no open seat), but nothing it sees tells a
 //! NonIndexed Job's pod that is gone from one still waiting in kube-scheduler's queue. The
 //! caller reads such pods back ([`PlanBook::quiet_seats`]) and reports the gone ones
 //! ([`PlanBook::reopen_seat_of_gone`]); the group's next pod takes the seat. Only pods that
@@ -62,10 +63,10 @@ impl PlanBook {
             })
             .collect();
         if quiet.len() > limit && limit > 0 {
-            quiet.select_nth_unstable_by_key(limit - 1, |q| q.0);
+            quiet.select_nth_unstable_by_key(limit - 1, |q| (q.0, q.2));
         }
         quiet.truncate(limit);
-        quiet.sort_by_key(|q| q.0);
+        quiet.sort_by_key(|q| (q.0, q.2));
         (quiet.into_iter())
             .map(|(_, key, uid, seen)| QuietSeat {
                 uid: uid.clone(),

@@ -629,6 +629,8 @@ impl PlanBook {
             plan.requests = larger;
         }
         for seat in seats {
+            // Only seats taken are added: a bound one would need counting (`Plan::set_holder`).
+            debug_assert!(matches!(seat.holder, Holder::Taken(_)), "{seat:?}");
             if let Holder::Taken(uid) = &seat.holder {
                 plan.by_uid.insert(uid.clone(), plan.seats.len());
             }
