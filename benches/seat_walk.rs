@@ -12,7 +12,13 @@
 //! later pod's filter and bind as p50 / p99, and the growth: the mean time of the walk's last
 //! tenth over its first tenth (about 1 when the work per pod is flat). Criterion then times
 //! whole walks of the smaller gang. Every answer is checked (one node passes, the bind is
-//! accepted). Under `cargo test --benches` (a smoke run, unoptimised) one walk of 50 pods.
+//! accepted).
+//!
+//! Then lone pods' filters, as kube-scheduler's request bodies answered by the route's
+//! service, while a gang of 1,000 or 10,000 pods fills every node with seats taken and not
+//! bound: each node is turned away with the words saying who holds its room, and the time
+//! must not grow with the gang either. Under `cargo test --benches` (a smoke run,
+//! unoptimised) one walk of 50 pods, and 20 lone pods beside a 400-pod gang.
 
 use std::hint::black_box;
 use std::path::Path;
@@ -22,10 +28,11 @@ use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
 
-use kube_tas::bench::requests::{gang_pod, job_info};
+use kube_tas::bench::requests::{gang_pod, job_info, lone_pod, request_body};
 use kube_tas::bench::stats::Samples;
 use kube_tas::extender::Extender;
-use kube_tas::extender::wire::ExtenderBindingArgs;
+use kube_tas::extender::http::filter_answer;
+use kube_tas::extender::wire::{ExtenderBindingArgs, ExtenderFilterResult};
 use kube_tas::keys::{JOB_COMPLETION_INDEX, PODSET_REQUIRED_TOPOLOGY};
 use kube_tas::synthetic::{BLOCK_LABEL, SyntheticCluster, job_yaml};
 use kube_tas::topology::FeatureGates;
@@ -46,6 +53,8 @@ const SHAPE: SyntheticCluster = SyntheticCluster {
     seed: 7,
 };
 const CPU_MILLIS_PER_POD: u32 = 100;
+/// Lone pods timed per case of the held-back report.
+const LONE_PODS: usize = 2_000;
 
 /// A walk's set-up: the extender over the cluster with the gang's Job, the gang's pods as
 /// kube-scheduler sends them, and every node's name.
@@ -57,10 +66,15 @@ struct Walk {
 
 impl Walk {
     fn new(gang: u32) -> Self {
+        Self::with_cpu(gang, CPU_MILLIS_PER_POD)
+    }
+
+    /// A gang of `gang` pods of `cpu_millis` each.
+    fn with_cpu(gang: u32, cpu_millis: u32) -> Self {
         let job = job_yaml(
             "walk",
             gang,
-            CPU_MILLIS_PER_POD,
+            cpu_millis,
             PODSET_REQUIRED_TOPOLOGY,
             BLOCK_LABEL,
         )
@@ -122,6 +136,63 @@ impl Walk {
     }
 }
 
+/// Lone pods filtered while a gang's seats fill the cluster, taken and none bound (its pods
+/// wait for the rest, as in Permit): every node has room without the holds and none with them,
+/// so each answer says who holds it. Timed before the gang is planned too, on the same
+/// cluster: the difference is what naming the holders costs.
+fn held_back_report(gang: u32, lone_pods: usize) {
+    // The gang's pods fill every node's cpu (at least one pod per node, at most as many as
+    // a node takes).
+    let nodes = u32::try_from(SHAPE.node_count()).unwrap();
+    assert!((nodes..=nodes * SHAPE.pods_per_node).contains(&gang));
+    let cpu = SHAPE.cpu_per_node * 1000 * nodes / gang;
+    let walk = Walk::with_cpu(gang, cpu);
+    let names: Vec<&str> = walk.names.iter().map(String::as_str).collect();
+    // kube-scheduler's request bodies, answered by the route's own service (parse, decide,
+    // encode), as the server does.
+    let every_name = (names.iter())
+        .map(|n| Value::from(*n).to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let lone: Vec<_> = (0..lone_pods)
+        .map(|i| request_body(&lone_pod(i), &every_name))
+        .collect();
+    let time_lone = |held: bool| {
+        let mut samples = Samples::default();
+        for body in &lone {
+            let t = Instant::now();
+            let answer = filter_answer(&walk.extender, black_box(body));
+            samples.push(t.elapsed());
+            let answer: ExtenderFilterResult =
+                serde_json::from_slice(&answer).expect("the answer is a filter result");
+            let turned_away = (answer.failed_nodes.values())
+                .filter(|why| why.contains("held by 1 plan"))
+                .count();
+            let passing = answer.node_names.as_ref().map_or(0, Vec::len);
+            match held {
+                true => assert_eq!(turned_away, names.len(), "{answer:?}"),
+                false => assert_eq!(passing, names.len(), "{answer:?}"),
+            }
+        }
+        samples.summary()
+    };
+    let free = time_lone(false);
+    for (pod, _) in &walk.pods {
+        let answer = walk.extender.filter_cached(pod, &names);
+        assert_eq!(answer.node_names.map(|n| n.len()), Some(1), "a seat each");
+    }
+    let held = time_lone(true);
+    println!(
+        "lone pod, {} nodes held by a {gang}-pod gang's seats: filter p50 {:.1} / p99 {:.1} µs; \
+         before the gang was planned {:.1} / {:.1} µs ({lone_pods} each)",
+        SHAPE.node_count(),
+        held.p50,
+        held.p99,
+        free.p50,
+        free.p99,
+    );
+}
+
 fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
@@ -166,10 +237,14 @@ fn bench(c: &mut Criterion) {
     let benchmarking = std::env::args().any(|a| a == "--bench");
     if !benchmarking {
         report(50);
+        held_back_report(400, 20);
         return;
     }
     for gang in [1_000, 10_000] {
         report(gang);
+    }
+    for gang in [1_000, 10_000] {
+        held_back_report(gang, LONE_PODS);
     }
     let mut group = c.benchmark_group("seat_walk");
     group.sample_size(20);

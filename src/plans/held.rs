@@ -20,6 +20,9 @@ use crate::topology::resources::{PODS, add_pod_usage};
 #[derive(Debug, Clone)]
 pub struct HeldCapacity {
     by_node: HashMap<NodeId, ResourceList, foldhash::fast::RandomState>,
+    /// Pods without a seat whose Binding is being written, per node: few, and counted here so
+    /// that a message naming what holds a node's room need not look through every pod seen.
+    binding: HashMap<NodeId, u32, foldhash::fast::RandomState>,
     seats: u64,
     version: u64,
 }
@@ -28,6 +31,7 @@ impl Default for HeldCapacity {
     fn default() -> Self {
         Self {
             by_node: HashMap::default(),
+            binding: HashMap::default(),
             seats: 0,
             version: next_version(),
         }
@@ -58,11 +62,26 @@ impl HeldCapacity {
     /// a seat: [`Self::seats`] stays).
     pub fn hold_binding(&mut self, node: NodeId, requests: &ResourceList) {
         self.add(node, requests);
+        *self.binding.entry(node).or_default() += 1;
     }
 
     /// Gives back what [`Self::hold_binding`] held.
     pub fn release_binding(&mut self, node: NodeId, requests: &ResourceList) {
         self.take(node, requests);
+        if let Some(pods) = self.binding.get_mut(&node) {
+            *pods -= 1;
+            if *pods == 0 {
+                self.binding.remove(&node);
+            }
+        }
+    }
+
+    /// Pods without a seat whose Binding is being written, on the nodes `on` accepts.
+    pub fn binding_on(&self, on: impl Fn(NodeId) -> bool) -> usize {
+        (self.binding.iter())
+            .filter(|&(&node, _)| on(node))
+            .map(|(_, &pods)| pods as usize)
+            .sum()
     }
 
     fn add(&mut self, node: NodeId, requests: &ResourceList) {
@@ -143,8 +162,17 @@ mod tests {
         h.hold_binding(7, &r);
         assert_eq!(h.at(7).unwrap()["cpu"], 2000);
         assert_eq!(h.seats(), 1);
+        h.hold_binding(8, &r);
+        h.hold_binding(8, &r);
+        assert_eq!(h.binding_on(|n| n == 7), 1);
+        assert_eq!(h.binding_on(|_| true), 3);
         h.release_binding(7, &r);
         assert_eq!(h.at(7).unwrap()["cpu"], 1000);
         assert_eq!(h.seats(), 1);
+        assert_eq!(h.binding_on(|n| n == 7), 0, "its seat is no Binding");
+        h.release_binding(8, &r);
+        h.release_binding(8, &r);
+        assert_eq!(h.binding_on(|_| true), 0);
+        assert!(h.at(8).is_none());
     }
 }

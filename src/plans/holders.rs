@@ -88,9 +88,7 @@ impl PlanBook {
     /// bind's start to its end), or both.
     pub(super) fn holders_on(&self, on: impl Fn(NodeId) -> bool) -> String {
         let plans = self.plans_holding(&on);
-        let binding = (self.pods.values())
-            .filter(|p| p.binding_held && p.binding.is_some_and(&on))
-            .count();
+        let binding = self.held.binding_on(&on);
         let for_binds = |lead: &str| {
             format!(
                 "{lead} {binding} pod{} whose Binding is being written",

@@ -2006,7 +2006,7 @@ impl PlanBook {
             }
         }
         if !held_back.is_empty() {
-            let nodes: std::collections::HashSet<NodeId> =
+            let nodes: std::collections::HashSet<NodeId, foldhash::fast::RandomState> =
                 held_back.iter().map(|&(_, id)| id).collect();
             let reason = Rejection {
                 reason: format!(
