@@ -27,6 +27,18 @@ use crate::topology::tree::{DomainIdx, TopologyTree};
 /// Plans named in full in a message; more are counted.
 const NAMED_PLANS: usize = 3;
 
+/// Which plans hold capacity on each node, made from the seats at one version of the held
+/// capacity ([`super::HeldCapacity::version`], new at every hold and release): while it is
+/// that version, it says what a look through every seat would.
+#[derive(Debug, Default)]
+pub(super) struct HoldersIndex {
+    /// The version of the holds it was made at; `None` before it is first made.
+    version: Option<u64>,
+    /// The plans (indexes into `keys`) holding capacity on each node.
+    by_node: HashMap<NodeId, Vec<u32>, foldhash::fast::RandomState>,
+    keys: Vec<PlanKey>,
+}
+
 /// What some plans hold on one node.
 #[derive(Debug, Default)]
 pub(super) struct NodeHolds<'a> {
@@ -59,13 +71,60 @@ impl PlanBook {
         out
     }
 
-    /// The plans holding capacity on the nodes `on` accepts.
+    /// The plans holding capacity on the nodes `on` accepts: from the index when it is of
+    /// the holds as they stand, else by a look through every seat.
     pub(super) fn plans_holding(&self, on: impl Fn(NodeId) -> bool) -> BTreeSet<&PlanKey> {
+        let index = &self.holders_index;
+        if index.version == Some(self.held.version()) {
+            // Each plan once, and no further look once every plan is named.
+            let mut named = vec![false; index.keys.len()];
+            let mut left = named.len();
+            for (_, plans) in index.by_node.iter().filter(|&(&node, _)| on(node)) {
+                for &p in plans {
+                    left -= usize::from(!std::mem::replace(&mut named[p as usize], true));
+                }
+                if left == 0 {
+                    break;
+                }
+            }
+            return (index.keys.iter().zip(named))
+                .filter_map(|(key, named)| named.then_some(key))
+                .collect();
+        }
         self.plans
             .iter()
             .filter(|(_, plan)| plan.seats.iter().any(|s| s.holds() && on(plan.node_id(s))))
             .map(|(key, _)| key)
             .collect()
+    }
+
+    /// The index of who holds what where, made anew if the holds changed since it was made:
+    /// one look through the seats, then a lookup per node for every pod turned away while the
+    /// holds stand (a gang waiting for the rest of its pods holds its room for a while).
+    pub(super) fn refresh_holders_index(&mut self) {
+        let version = self.held.version();
+        if self.holders_index.version == Some(version) {
+            return;
+        }
+        let mut index = HoldersIndex {
+            version: Some(version),
+            ..HoldersIndex::default()
+        };
+        for (key, plan) in &self.plans {
+            let ordinal = index.keys.len() as u32;
+            let mut holds = false;
+            for seat in plan.seats.iter().filter(|s| s.holds()) {
+                let plans = index.by_node.entry(plan.node_id(seat)).or_default();
+                if plans.last() != Some(&ordinal) {
+                    plans.push(ordinal);
+                }
+                holds = true;
+            }
+            if holds {
+                index.keys.push(key.clone());
+            }
+        }
+        self.holders_index = index;
     }
 
     /// `held by 2 plans (...) for pods not bound yet` when the holds on `node` are what leave

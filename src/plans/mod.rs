@@ -68,6 +68,7 @@ mod tests;
 
 pub use group::PodFacts;
 pub use held::HeldCapacity;
+use holders::HoldersIndex;
 pub use quiet::QuietSeat;
 use successor::{FailedNode, Successor};
 
@@ -654,6 +655,8 @@ pub struct PlanBook {
     /// `held`: a lone pod's candidates whose tail is not among them hold nothing, and are
     /// passed without looking their names up.
     held_tails: (u64, HashSet<u64, foldhash::fast::RandomState>),
+    /// Which plans hold capacity on each node, as of a version of `held` ([`HoldersIndex`]).
+    holders_index: HoldersIndex,
 }
 
 impl PlanBook {
@@ -673,6 +676,7 @@ impl PlanBook {
             scheduling_noticed: HashMap::new(),
             scheduling_memo: HashMap::new(),
             held_tails: (0, HashSet::default()),
+            holders_index: HoldersIndex::default(),
         }
     }
 
@@ -2006,6 +2010,7 @@ impl PlanBook {
             }
         }
         if !held_back.is_empty() {
+            self.refresh_holders_index();
             let nodes: std::collections::HashSet<NodeId, foldhash::fast::RandomState> =
                 held_back.iter().map(|&(_, id)| id).collect();
             let reason = Rejection {

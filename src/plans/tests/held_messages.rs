@@ -377,6 +377,23 @@ fn a_lone_pod_kept_off_held_room_is_told_which_plans_hold_it() {
                 .to_string()
         )]
     );
+    // Asked again with the holds unchanged, the same words.
+    assert_eq!(lone_answer(&mut b, &lone_pod("api", 1), t0), rejected);
+    // `a`'s pods are bound: only `b` holds room there now, and the words say so.
+    assert_eq!(seat_of(&mut b, &job_pod("a", 1, 1), t0), "b1-r1-h1");
+    for i in 0..2 {
+        b.bind("default", &pod_name("a", i), &uid("a", i), "b1-r1-h1", t0)
+            .unwrap();
+    }
+    assert_eq!(
+        lone_answer(&mut b, &lone_pod("web", 1), t0),
+        [(
+            "b1-r1-h1".to_string(),
+            "node(s) have their free capacity held by 1 plan (Job default/b) for pods not \
+             bound yet"
+                .to_string()
+        )]
+    );
 }
 
 /// One rack; a filler uses 1 cpu of b1-r1-h1 and `small` (3 x 1 cpu) holds the other 3.
