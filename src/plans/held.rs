@@ -25,6 +25,9 @@ pub struct HeldCapacity {
     binding: HashMap<NodeId, u32, foldhash::fast::RandomState>,
     seats: u64,
     version: u64,
+    /// Changes with every seat held or given back, not with a seatless pod's Binding: what
+    /// says which plans hold which nodes.
+    seats_version: u64,
 }
 
 impl Default for HeldCapacity {
@@ -34,6 +37,7 @@ impl Default for HeldCapacity {
             binding: HashMap::default(),
             seats: 0,
             version: next_version(),
+            seats_version: next_version(),
         }
     }
 }
@@ -49,12 +53,14 @@ impl HeldCapacity {
     pub fn hold(&mut self, node: NodeId, requests: &ResourceList) {
         self.add(node, requests);
         self.seats += 1;
+        self.seats_version = self.version;
     }
 
     /// Gives back one seat of `requests` held on `node`.
     pub fn release(&mut self, node: NodeId, requests: &ResourceList) {
         if self.take(node, requests) {
             self.seats = self.seats.saturating_sub(1);
+            self.seats_version = self.version;
         }
     }
 
@@ -125,6 +131,12 @@ impl HeldCapacity {
         self.version
     }
 
+    /// Changes with every seat held or given back (and is never the same for two holdings);
+    /// a seatless pod's Binding held or given back leaves it.
+    pub fn seats_version(&self) -> u64 {
+        self.seats_version
+    }
+
     /// Nothing is held anywhere.
     pub fn is_empty(&self) -> bool {
         self.by_node.is_empty()
@@ -162,8 +174,10 @@ mod tests {
         h.hold_binding(7, &r);
         assert_eq!(h.at(7).unwrap()["cpu"], 2000);
         assert_eq!(h.seats(), 1);
+        let seats_version = h.seats_version();
         h.hold_binding(8, &r);
         h.hold_binding(8, &r);
+        assert_eq!(h.seats_version(), seats_version, "no seat changed");
         assert_eq!(h.binding_on(|n| n == 7), 1);
         assert_eq!(h.binding_on(|_| true), 3);
         h.release_binding(7, &r);
@@ -173,6 +187,9 @@ mod tests {
         h.release_binding(8, &r);
         h.release_binding(8, &r);
         assert_eq!(h.binding_on(|_| true), 0);
+        assert_eq!(h.seats_version(), seats_version, "no seat changed");
+        h.release(7, &r);
+        assert_ne!(h.seats_version(), seats_version);
         assert!(h.at(8).is_none());
     }
 }

@@ -28,11 +28,12 @@ use crate::topology::tree::{DomainIdx, TopologyTree};
 const NAMED_PLANS: usize = 3;
 
 /// Which plans hold capacity on each node, made from the seats at one version of the held
-/// capacity ([`super::HeldCapacity::version`], new at every hold and release): while it is
-/// that version, it says what a look through every seat would.
+/// seats ([`super::HeldCapacity::seats_version`], new at every seat held or given back, not
+/// at a seatless pod's Binding): while it is that version, it says what a look through every
+/// seat would (checked so in debug builds).
 #[derive(Debug, Default)]
 pub(super) struct HoldersIndex {
-    /// The version of the holds it was made at; `None` before it is first made.
+    /// The version of the held seats it was made at; `None` before it is first made.
     version: Option<u64>,
     /// The plans (indexes into `keys`) holding capacity on each node.
     by_node: HashMap<NodeId, Vec<u32>, foldhash::fast::RandomState>,
@@ -75,7 +76,7 @@ impl PlanBook {
     /// the holds as they stand, else by a look through every seat.
     pub(super) fn plans_holding(&self, on: impl Fn(NodeId) -> bool) -> BTreeSet<&PlanKey> {
         let index = &self.holders_index;
-        if index.version == Some(self.held.version()) {
+        if index.version == Some(self.held.seats_version()) {
             // Each plan once, and no further look once every plan is named.
             let mut named = vec![false; index.keys.len()];
             let mut left = named.len();
@@ -87,10 +88,20 @@ impl PlanBook {
                     break;
                 }
             }
-            return (index.keys.iter().zip(named))
+            let indexed: BTreeSet<&PlanKey> = (index.keys.iter().zip(named))
                 .filter_map(|(key, named)| named.then_some(key))
                 .collect();
+            debug_assert_eq!(
+                indexed,
+                self.plans_holding_by_seats(&on),
+                "the index is stale"
+            );
+            return indexed;
         }
+        self.plans_holding_by_seats(on)
+    }
+
+    fn plans_holding_by_seats(&self, on: impl Fn(NodeId) -> bool) -> BTreeSet<&PlanKey> {
         self.plans
             .iter()
             .filter(|(_, plan)| plan.seats.iter().any(|s| s.holds() && on(plan.node_id(s))))
@@ -98,11 +109,11 @@ impl PlanBook {
             .collect()
     }
 
-    /// The index of who holds what where, made anew if the holds changed since it was made:
+    /// The index of who holds what where, made anew if a seat was held or given back since:
     /// one look through the seats, then a lookup per node for every pod turned away while the
     /// holds stand (a gang waiting for the rest of its pods holds its room for a while).
     pub(super) fn refresh_holders_index(&mut self) {
-        let version = self.held.version();
+        let version = self.held.seats_version();
         if self.holders_index.version == Some(version) {
             return;
         }

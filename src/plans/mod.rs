@@ -727,6 +727,7 @@ impl PlanBook {
     pub fn clear(&mut self) {
         self.plans.clear();
         self.held = HeldCapacity::default();
+        self.holders_index = HoldersIndex::default();
         self.pods.clear();
         self.failures.clear();
         self.scheduling_noticed.clear();
