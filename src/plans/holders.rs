@@ -10,7 +10,7 @@
 //! Everything here is computed on the failure path only; a decision that fits never pays for
 //! it.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use super::{PlanBook, PlanKey, level_noun};
 use crate::cluster::group::GroupKey;
@@ -72,15 +72,19 @@ impl PlanBook {
         out
     }
 
-    /// The plans holding capacity on the nodes `on` accepts: from the index when it is of
-    /// the holds as they stand, else by a look through every seat.
-    pub(super) fn plans_holding(&self, on: impl Fn(NodeId) -> bool) -> BTreeSet<&PlanKey> {
+    /// The plans holding capacity on `nodes` (which `on` accepts): from the index when it is
+    /// of the seats as they stand, else by a look through every seat.
+    pub(super) fn plans_holding(
+        &self,
+        nodes: &[NodeId],
+        on: impl Fn(NodeId) -> bool,
+    ) -> BTreeSet<&PlanKey> {
         let index = &self.holders_index;
         if index.version == Some(self.held.seats_version()) {
             // Each plan once, and no further look once every plan is named.
             let mut named = vec![false; index.keys.len()];
             let mut left = named.len();
-            for (_, plans) in index.by_node.iter().filter(|&(&node, _)| on(node)) {
+            for plans in nodes.iter().filter_map(|node| index.by_node.get(node)) {
                 for &p in plans {
                     left -= usize::from(!std::mem::replace(&mut named[p as usize], true));
                 }
@@ -150,15 +154,23 @@ impl PlanBook {
         if state.room_for(node, Some(held), requests) || !state.room_for(node, None, requests) {
             return None;
         }
-        Some(self.holders_on(|id| id == node))
+        Some(self.holders_on(&[node]))
     }
 
-    /// Who holds capacity on the nodes `on` accepts: `held by 2 plans (...) for pods not bound
+    /// Who holds capacity on `nodes` (each once): `held by 2 plans (...) for pods not bound
     /// yet`, `held for 1 pod whose Binding is being written` (a pod without a seat, from its
     /// bind's start to its end), or both.
-    pub(super) fn holders_on(&self, on: impl Fn(NodeId) -> bool) -> String {
-        let plans = self.plans_holding(&on);
-        let binding = self.held.binding_on(&on);
+    pub(super) fn holders_on(&self, nodes: &[NodeId]) -> String {
+        let set: HashSet<NodeId, foldhash::fast::RandomState>;
+        let on: &dyn Fn(NodeId) -> bool = match nodes {
+            [one] => &|id| id == *one,
+            _ => {
+                set = nodes.iter().copied().collect();
+                &|id| set.contains(&id)
+            }
+        };
+        let plans = self.plans_holding(nodes, on);
+        let binding = self.held.binding_on(on);
         let for_binds = |lead: &str| {
             format!(
                 "{lead} {binding} pod{} whose Binding is being written",

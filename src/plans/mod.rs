@@ -2012,12 +2012,11 @@ impl PlanBook {
         }
         if !held_back.is_empty() {
             self.refresh_holders_index();
-            let nodes: std::collections::HashSet<NodeId, foldhash::fast::RandomState> =
-                held_back.iter().map(|&(_, id)| id).collect();
+            let nodes: Vec<NodeId> = held_back.iter().map(|&(_, id)| id).collect();
             let reason = Rejection {
                 reason: format!(
                     "node(s) have their free capacity {}",
-                    self.holders_on(|id| nodes.contains(&id))
+                    self.holders_on(&nodes)
                 )
                 .into(),
                 unresolvable: false,
