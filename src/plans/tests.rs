@@ -323,9 +323,14 @@ fn job_pod(job: &str, index: usize, cpu: u32) -> Pod {
 
 /// Pod `name` (1 cpu) of the NonIndexed Job `job`: no index tells it from its siblings.
 fn unindexed_pod(job: &str, name: &str) -> Pod {
-    let mut pod = job_pod(job, 0, 1);
-    pod.metadata.name = Some(format!("{job}-{name}"));
-    pod.metadata.uid = Some(format!("uid-{job}-{name}"));
+    without_index(job_pod(job, 0, 1), format!("{job}-{name}"))
+}
+
+/// `pod` named `name` (uid `uid-{name}`) without its completion index, as a NonIndexed Job's
+/// pods carry none.
+fn without_index(mut pod: Pod, name: String) -> Pod {
+    pod.metadata.uid = Some(format!("uid-{name}"));
+    pod.metadata.name = Some(name);
     let numbered = [&mut pod.metadata.labels, &mut pod.metadata.annotations];
     for numbers in numbered.into_iter().flatten() {
         numbers.remove("batch.kubernetes.io/job-completion-index");

@@ -12,14 +12,7 @@ use super::*;
 /// (a pod with the index takes its predecessor's seat:
 /// `a_pod_made_in_place_of_one_deleted_before_its_bind_takes_its_seat`).
 fn again(job: &str, index: usize, cpu: u32) -> Pod {
-    let mut pod = job_pod(job, index, cpu);
-    pod.metadata.name = Some(format!("{job}-{index}-again"));
-    pod.metadata.uid = Some(format!("uid-{job}-{index}-again"));
-    let numbered = [&mut pod.metadata.labels, &mut pod.metadata.annotations];
-    for numbers in numbered.into_iter().flatten() {
-        numbers.remove("batch.kubernetes.io/job-completion-index");
-    }
-    pod
+    without_index(job_pod(job, index, cpu), format!("{job}-{index}-again"))
 }
 
 /// What filter answers a group pod: the nodes that pass, the reason for the rest and whether
