@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use super::{PlanBook, PlanKey, level_noun};
+use super::{PlanBook, PlanId, PlanKey, level_noun};
 use crate::cluster::group::GroupKey;
 use crate::cluster::state::{ClusterState, FlavorTopology, NodeId};
 use crate::topology::ResourceList;
@@ -26,19 +26,6 @@ use crate::topology::tree::{DomainIdx, TopologyTree};
 
 /// Plans named in full in a message; more are counted.
 const NAMED_PLANS: usize = 3;
-
-/// Which plans hold capacity on each node, made from the seats at one version of the held
-/// seats ([`super::HeldCapacity::seats_version`], new at every seat held or given back, not
-/// at a seatless pod's Binding): while it is that version, it says what a look through every
-/// seat would (checked so in debug builds).
-#[derive(Debug, Default)]
-pub(super) struct HoldersIndex {
-    /// The version of the held seats it was made at; `None` before it is first made.
-    version: Option<u64>,
-    /// The plans (indexes into `keys`) holding capacity on each node.
-    by_node: HashMap<NodeId, Vec<u32>, foldhash::fast::RandomState>,
-    keys: Vec<PlanKey>,
-}
 
 /// What some plans hold on one node.
 #[derive(Debug, Default)]
@@ -72,74 +59,46 @@ impl PlanBook {
         out
     }
 
-    /// The plans holding capacity on `nodes` (which `on` accepts): from the index when it is
-    /// of the seats as they stand, else by a look through every seat.
+    /// The plans holding capacity on `nodes` (which `on` accepts): a lookup per node of
+    /// which plans hold its seats ([`super::HeldCapacity::plans_on`]) until every plan holding
+    /// anything is found, then a pass over the plans for their keys.
     pub(super) fn plans_holding(
         &self,
         nodes: &[NodeId],
         on: impl Fn(NodeId) -> bool,
     ) -> BTreeSet<&PlanKey> {
-        let index = &self.holders_index;
-        if index.version == Some(self.held.seats_version()) {
-            // Each plan once, and no further look once every plan is named.
-            let mut named = vec![false; index.keys.len()];
-            let mut left = named.len();
-            for plans in nodes.iter().filter_map(|node| index.by_node.get(node)) {
-                for &p in plans {
-                    left -= usize::from(!std::mem::replace(&mut named[p as usize], true));
-                }
-                if left == 0 {
-                    break;
+        // Each plan once, and no further look once every plan holding anything is found.
+        let every = self.held.holding_plans();
+        let mut ids: Vec<PlanId> = Vec::new();
+        for &node in nodes {
+            for id in self.held.plans_on(node) {
+                if let Err(at) = ids.binary_search(&id) {
+                    ids.insert(at, id);
                 }
             }
-            let indexed: BTreeSet<&PlanKey> = (index.keys.iter().zip(named))
-                .filter_map(|(key, named)| named.then_some(key))
-                .collect();
-            debug_assert_eq!(
-                indexed,
-                self.plans_holding_by_seats(&on),
-                "the index is stale"
-            );
-            return indexed;
+            if ids.len() == every {
+                break;
+            }
         }
-        self.plans_holding_by_seats(on)
+        let holding: BTreeSet<&PlanKey> = (self.plans.iter())
+            .filter(|(_, plan)| ids.binary_search(&plan.id).is_ok())
+            .map(|(key, _)| key)
+            .collect();
+        debug_assert_eq!(
+            holding,
+            self.plans_holding_by_seats(&on),
+            "the holds' plans are not the seats'"
+        );
+        holding
     }
 
+    /// What [`Self::plans_holding`] says, by a look through every seat (debug builds' check).
     fn plans_holding_by_seats(&self, on: impl Fn(NodeId) -> bool) -> BTreeSet<&PlanKey> {
         self.plans
             .iter()
             .filter(|(_, plan)| plan.seats.iter().any(|s| s.holds() && on(plan.node_id(s))))
             .map(|(key, _)| key)
             .collect()
-    }
-
-    /// The index of who holds what where, made anew if a seat was held or given back since:
-    /// one look through the seats, then a lookup per node for every pod turned away while the
-    /// holds stand (a gang waiting for the rest of its pods holds its room for a while).
-    pub(super) fn refresh_holders_index(&mut self) {
-        let version = self.held.seats_version();
-        if self.holders_index.version == Some(version) {
-            return;
-        }
-        let mut index = HoldersIndex {
-            version: Some(version),
-            ..HoldersIndex::default()
-        };
-        for (key, plan) in &self.plans {
-            let ordinal = index.keys.len() as u32;
-            let mut holds = false;
-            for seat in plan.seats.iter().filter(|s| s.holds()) {
-                let plans = index.by_node.entry(plan.node_id(seat)).or_default();
-                if plans.last() != Some(&ordinal) {
-                    plans.push(ordinal);
-                }
-                holds = true;
-            }
-            if holds {
-                index.keys.push(key.clone());
-            }
-        }
-        self.holders_index = index;
     }
 
     /// `held by 2 plans (...) for pods not bound yet` when the holds on `node` are what leave

@@ -67,8 +67,7 @@ mod successor;
 mod tests;
 
 pub use group::PodFacts;
-pub use held::HeldCapacity;
-use holders::HoldersIndex;
+pub use held::{HeldCapacity, PlanId};
 pub use quiet::QuietSeat;
 use successor::{FailedNode, Successor};
 
@@ -327,6 +326,8 @@ impl Seat {
 /// A PodSet's plan.
 #[derive(Debug, Clone)]
 struct Plan {
+    /// What its seats' holds are recorded under ([`HeldCapacity`]).
+    id: PlanId,
     flavor: Arc<FlavorTopology>,
     /// One pod's requests (the PodSet's template).
     requests: ResourceList,
@@ -369,6 +370,7 @@ impl Plan {
         workload_pod_sets: usize,
     ) -> Self {
         Self {
+            id: PlanId::next(),
             flavor,
             requests: template.requests.clone(),
             template,
@@ -655,8 +657,6 @@ pub struct PlanBook {
     /// `held`: a lone pod's candidates whose tail is not among them hold nothing, and are
     /// passed without looking their names up.
     held_tails: (u64, HashSet<u64, foldhash::fast::RandomState>),
-    /// Which plans hold capacity on each node, as of a version of `held` ([`HoldersIndex`]).
-    holders_index: HoldersIndex,
 }
 
 impl PlanBook {
@@ -676,7 +676,6 @@ impl PlanBook {
             scheduling_noticed: HashMap::new(),
             scheduling_memo: HashMap::new(),
             held_tails: (0, HashSet::default()),
-            holders_index: HoldersIndex::default(),
         }
     }
 
@@ -727,7 +726,6 @@ impl PlanBook {
     pub fn clear(&mut self) {
         self.plans.clear();
         self.held = HeldCapacity::default();
-        self.holders_index = HoldersIndex::default();
         self.pods.clear();
         self.failures.clear();
         self.scheduling_noticed.clear();
@@ -1300,7 +1298,7 @@ impl PlanBook {
             let held_on = plan.node_id(&plan.seats[s]);
             plan.set_holder(s, Holder::Bound(ticket.uid.clone()));
             plan.touched = now;
-            self.held.release(held_on, &plan.requests);
+            self.held.release(held_on, &plan.requests, plan.id);
             gave_back |= plan.requests != requests;
             if held_on != ticket.node_id {
                 // A seat of a pooled leaf bound to another node of the leaf than the one its
@@ -1314,8 +1312,8 @@ impl PlanBook {
                     .find(|o| o.holds() && o.leaf == leaf && ids[o.member] == ticket.node_id);
                 if let Some(other) = moved {
                     other.member = member;
-                    self.held.release(ticket.node_id, &plan.requests);
-                    self.held.hold(held_on, &plan.requests);
+                    self.held.release(ticket.node_id, &plan.requests, plan.id);
+                    self.held.hold(held_on, &plan.requests, plan.id);
                 } else {
                     gave_back = true;
                 }
@@ -1489,7 +1487,7 @@ impl PlanBook {
                 Ok(plans) => {
                     for (_, plan) in &plans {
                         for seat in &plan.seats {
-                            self.held.hold(plan.node_id(seat), &plan.requests);
+                            self.held.hold(plan.node_id(seat), &plan.requests, plan.id);
                         }
                     }
                     made.extend(plans);
@@ -1591,7 +1589,8 @@ impl PlanBook {
     fn release_all(&mut self, made: &[(PlanKey, Plan)]) {
         for (_, plan) in made {
             for seat in &plan.seats {
-                self.held.release(plan.node_id(seat), &plan.requests);
+                self.held
+                    .release(plan.node_id(seat), &plan.requests, plan.id);
             }
         }
     }
@@ -1786,7 +1785,8 @@ impl PlanBook {
                     });
                     // Held at once so the next seat sees it; given back below, and held again
                     // by the caller with the rest of the workload.
-                    this.held.hold(flavor.member_ids[member], &plan.requests);
+                    this.held
+                        .hold(flavor.member_ids[member], &plan.requests, plan.id);
                 }
             }
             plans.push((key_of(set), plan));
@@ -1797,7 +1797,8 @@ impl PlanBook {
         }
         for (_, plan) in &plans {
             for seat in &plan.seats {
-                self.held.release(plan.node_id(seat), &plan.requests);
+                self.held
+                    .release(plan.node_id(seat), &plan.requests, plan.id);
             }
         }
         Ok(plans)
@@ -1950,13 +1951,14 @@ impl PlanBook {
             });
         };
         let member = self.member_with_room(state, &flavor, leaf, &self.plans[key]);
-        self.held.hold(flavor.member_ids[member], &requests);
         let Some(plan) = self.plans.get_mut(key) else {
             return Err(Rejection {
                 reason: format!("node(s) lost the plan for {key}").into(),
                 unresolvable: false,
             });
         };
+        self.held
+            .hold(flavor.member_ids[member], &requests, plan.id);
         plan.seats.push(Seat {
             leaf,
             member,
@@ -2011,7 +2013,6 @@ impl PlanBook {
             }
         }
         if !held_back.is_empty() {
-            self.refresh_holders_index();
             let nodes: Vec<NodeId> = held_back.iter().map(|&(_, id)| id).collect();
             let reason = Rejection {
                 reason: format!(
@@ -2071,7 +2072,8 @@ impl PlanBook {
                 continue;
             };
             for seat in plan.seats.iter().filter(|s| s.holds()) {
-                self.held.release(plan.node_id(seat), &plan.requests);
+                self.held
+                    .release(plan.node_id(seat), &plan.requests, plan.id);
             }
             PlanCounters::bump(&self.counters.plans_expired);
             self.generation += 1;

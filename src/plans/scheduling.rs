@@ -616,15 +616,16 @@ impl PlanBook {
             // with the tree.
             if plan.seats.iter().any(|s| s.holder == Holder::Open) {
                 for seat in plan.seats.iter().filter(|s| s.holder == Holder::Open) {
-                    self.held.release(plan.node_id(seat), &plan.requests);
+                    self.held
+                        .release(plan.node_id(seat), &plan.requests, plan.id);
                 }
                 plan.seats.retain(|s| s.holder != Holder::Open);
                 plan.index_holders();
             }
             for seat in plan.seats.iter().filter(|s| s.holds()) {
                 let node = plan.node_id(seat);
-                self.held.release(node, &plan.requests);
-                self.held.hold(node, &larger);
+                self.held.release(node, &plan.requests, plan.id);
+                self.held.hold(node, &larger, plan.id);
             }
             plan.requests = larger;
         }
@@ -635,7 +636,7 @@ impl PlanBook {
                 plan.by_uid.insert(uid.clone(), plan.seats.len());
             }
             self.held
-                .hold(plan.flavor.member_ids[seat.member], &plan.requests);
+                .hold(plan.flavor.member_ids[seat.member], &plan.requests, plan.id);
             plan.seats.push(seat);
         }
         plan.touched = now;
@@ -723,7 +724,9 @@ pub(super) fn move_seats(plan: &mut Plan, onto: &Arc<FlavorTopology>, held: &mut
                 member,
                 holder: seat.holder,
             }),
-            None if seat.holds() => held.release(from.member_ids[seat.member], &plan.requests),
+            None if seat.holds() => {
+                held.release(from.member_ids[seat.member], &plan.requests, plan.id)
+            }
             None => {}
         }
     }

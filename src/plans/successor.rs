@@ -186,7 +186,8 @@ impl PlanBook {
             return false;
         };
         for seat in plan.seats.iter().filter(|s| s.holds()) {
-            self.held.release(plan.node_id(seat), &plan.requests);
+            self.held
+                .release(plan.node_id(seat), &plan.requests, plan.id);
         }
         self.generation += 1;
         let waiting = plan.seats.iter().filter(|s| s.holds()).count();

@@ -389,6 +389,71 @@ fn a_lone_pod_kept_off_held_room_is_told_which_plans_hold_it() {
     );
 }
 
+#[test]
+fn a_lone_pod_is_told_every_plan_holding_its_nodes_and_none_whose_seats_there_are_bound() {
+    // One rack of two 4-cpu hosts. `a` (3 x 2 cpu) holds one host whole and half the other;
+    // `b` (1 x 1 cpu) holds a cpu of that other host.
+    let extra = format!("{}{}", job_yaml("a", 3, 2, RACK), job_yaml("b", 1, 1, RACK));
+    let mut b = book(1, &extra);
+    let t0 = Instant::now();
+    let seats: Vec<String> = (0..3)
+        .map(|i| seat_of(&mut b, &job_pod("a", i, 2), t0))
+        .collect();
+    let shared = if seats.iter().filter(|s| *s == "b1-r1-h1").count() == 1 {
+        "b1-r1-h1"
+    } else {
+        "b1-r1-h2"
+    };
+    assert_eq!(
+        seats.iter().filter(|s| *s == shared).count(),
+        1,
+        "{seats:?}"
+    );
+    assert_eq!(seat_of(&mut b, &job_pod("b", 0, 1), t0), shared);
+    // A lone pod of 2 cpu asking for that host alone: it fits but for the holds.
+    let on_shared = |b: &mut TestBook| match b.filter(&lone_pod("web", 2), &[shared], t0) {
+        FilterVerdict::Except { rejected } => {
+            assert_eq!(rejected.len(), 1, "{rejected:?}");
+            rejected[0].1.reason.to_string()
+        }
+        other => panic!("a lone pod gets Except, got {other:?}"),
+    };
+    assert_eq!(
+        on_shared(&mut b),
+        "node(s) have their free capacity held by 2 plans (Job default/a, Job default/b) for \
+         pods not bound yet"
+    );
+    // Asking for both hosts, the one `a` alone holds first: both plans are named still.
+    let whole = if shared == "b1-r1-h1" {
+        "b1-r1-h2"
+    } else {
+        "b1-r1-h1"
+    };
+    match b.filter(&lone_pod("api", 2), &[whole, shared], t0) {
+        FilterVerdict::Except { rejected } => assert_eq!(
+            (rejected.iter())
+                .map(|(i, why)| (*i, why.reason.to_string()))
+                .collect::<Vec<_>>(),
+            [0, 1].map(|i| (
+                i,
+                "node(s) have their free capacity held by 2 plans (Job default/a, Job \
+                 default/b) for pods not bound yet"
+                    .to_string()
+            ))
+        ),
+        other => panic!("a lone pod gets Except, got {other:?}"),
+    }
+    // `a`'s pod there is bound; `a` still holds its other seats (elsewhere), `b` its own here.
+    let i = seats.iter().position(|s| s == shared).unwrap();
+    b.bind("default", &pod_name("a", i), &uid("a", i), shared, t0)
+        .unwrap();
+    assert_eq!(b.stats().seats_held, 3, "a's two others and b's");
+    assert_eq!(
+        on_shared(&mut b),
+        "node(s) have their free capacity held by 1 plan (Job default/b) for pods not bound yet"
+    );
+}
+
 /// One rack; a filler uses 1 cpu of b1-r1-h1 and `small` (3 x 1 cpu) holds the other 3.
 fn small_on_h1() -> TestBook {
     let extra = format!(
