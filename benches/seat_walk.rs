@@ -19,7 +19,9 @@
 //! bound: each node is turned away with the words saying who holds its room, and the time
 //! must not grow with the gang either; then with one name, the node of the gang's last seat;
 //! then while the gang's pods are bound one by one, a lone pod after each bind (a bind gives
-//! a seat's hold back: who holds which node must not be found anew from every seat). Under
+//! a seat's hold back: who holds which node must not be found anew from every seat, nor the
+//! held nodes' names read anew when a bind frees a node). The same on 5,000 nodes with a
+//! 10,000-pod gang. Under
 //! `cargo test --benches` (a smoke run, unoptimised) one walk of 50 pods, and 20 lone pods
 //! beside a 400-pod gang.
 
@@ -60,6 +62,14 @@ const SHAPE: SyntheticCluster = SyntheticCluster {
 const CPU_MILLIS_PER_POD: u32 = 100;
 /// Lone pods timed per case of the held-back report.
 const LONE_PODS: usize = 2_000;
+/// The held-back report on 5,000 nodes as well (a 10,000-pod gang, two pods a node): there a
+/// bind every other pod frees a node.
+const WIDE: SyntheticCluster = SyntheticCluster {
+    racks_per_block: 250,
+    ..SHAPE
+};
+/// Lone pods timed per case on `WIDE` (each every-name answer turns 5,000 nodes away).
+const WIDE_LONE_PODS: usize = 500;
 
 /// A walk's set-up: the extender over the cluster with the gang's Job, the gang's pods as
 /// kube-scheduler sends them, and every node's name.
@@ -71,11 +81,11 @@ struct Walk {
 
 impl Walk {
     fn new(gang: u32) -> Self {
-        Self::with_cpu(gang, CPU_MILLIS_PER_POD)
+        Self::with_cpu(&SHAPE, gang, CPU_MILLIS_PER_POD)
     }
 
-    /// A gang of `gang` pods of `cpu_millis` each.
-    fn with_cpu(gang: u32, cpu_millis: u32) -> Self {
+    /// A gang of `gang` pods of `cpu_millis` each on a cluster of `shape`.
+    fn with_cpu(shape: &SyntheticCluster, gang: u32, cpu_millis: u32) -> Self {
         let job = job_yaml(
             "walk",
             gang,
@@ -85,7 +95,7 @@ impl Walk {
         )
         .replace("completionMode: Indexed", "completionMode: NonIndexed");
         assert!(job.contains("NonIndexed"), "the gang's Job is NonIndexed");
-        let yaml = SHAPE.to_yaml() + &job;
+        let yaml = shape.to_yaml() + &job;
         let cluster = kube_tas::cluster::load_text(Path::new("walk.yaml"), &yaml)
             .expect("the generated cluster loads");
         let names = cluster.nodes.iter().map(|n| n.name.clone()).collect();
@@ -145,16 +155,16 @@ impl Walk {
 /// wait for the rest, as in Permit): every node has room without the holds and none with them,
 /// so each answer says who holds it. Timed before the gang is planned too, on the same
 /// cluster: the difference is what naming the holders costs.
-fn held_back_report(gang: u32, lone_pods: usize) {
+fn held_back_report(shape: &SyntheticCluster, gang: u32, lone_pods: usize) {
     // The gang's pods fill every node's cpu: as many on each node, at most as many as a node
     // takes.
-    let nodes = u32::try_from(SHAPE.node_count()).unwrap();
+    let nodes = u32::try_from(shape.node_count()).unwrap();
     assert!(
-        gang.is_multiple_of(nodes) && gang / nodes <= SHAPE.pods_per_node,
+        gang.is_multiple_of(nodes) && gang / nodes <= shape.pods_per_node,
         "{gang} pods"
     );
-    let cpu = SHAPE.cpu_per_node * 1000 * nodes / gang;
-    let walk = Walk::with_cpu(gang, cpu);
+    let cpu = shape.cpu_per_node * 1000 * nodes / gang;
+    let walk = Walk::with_cpu(shape, gang, cpu);
     let names: Vec<&str> = walk.names.iter().map(String::as_str).collect();
     // kube-scheduler's request bodies, answered by the route's own service (parse, decide,
     // encode), as the server does.
@@ -252,7 +262,7 @@ fn held_back_report(gang: u32, lone_pods: usize) {
          before the gang was planned {:.1} / {:.1} µs; with one name, the node of the gang's \
          last seat, {:.1} / {:.1} µs ({lone_pods} each); a gang pod bound before each, every \
          name {:.1} / {:.1} µs, one name {:.1} / {:.1} µs (binds {walked}, half of them each)",
-        SHAPE.node_count(),
+        shape.node_count(),
         held.p50,
         held.p99,
         free.p50,
@@ -310,15 +320,16 @@ fn bench(c: &mut Criterion) {
     let benchmarking = std::env::args().any(|a| a == "--bench");
     if !benchmarking {
         report(50);
-        held_back_report(400, 20);
+        held_back_report(&SHAPE, 400, 20);
         return;
     }
     for gang in [1_000, 10_000] {
         report(gang);
     }
     for gang in [1_000, 10_000] {
-        held_back_report(gang, LONE_PODS);
+        held_back_report(&SHAPE, gang, LONE_PODS);
     }
+    held_back_report(&WIDE, 10_000, WIDE_LONE_PODS);
     let mut group = c.benchmark_group("seat_walk");
     group.sample_size(20);
     group.bench_function("1000-pod NonIndexed gang, whole walk", |b| {

@@ -1498,21 +1498,40 @@ impl ClusterState {
         held: Option<&ResourceList>,
         requests: &ResourceList,
     ) -> bool {
+        self.room_with_and_without(id, held, requests).0
+    }
+
+    /// [`Self::room_for`] with `held` counted and without it, in one pass over the requests:
+    /// whether holds are what keeps the pod off the node.
+    pub fn room_with_and_without(
+        &self,
+        id: NodeId,
+        held: Option<&ResourceList>,
+        requests: &ResourceList,
+    ) -> (bool, bool) {
         let Some(node) = self.node(id) else {
-            return false;
+            return (false, false);
         };
         let used = self.used(id);
+        // What is left without the holds, and with them.
         let left = |k: &str| {
-            node.allocatable.get(k).copied().unwrap_or(0)
-                - used.get(k).unwrap_or(0)
-                - held.and_then(|h| h.get(k)).copied().unwrap_or(0)
+            let free = node.allocatable.get(k).copied().unwrap_or(0) - used.get(k).unwrap_or(0);
+            let held = held.and_then(|h| h.get(k)).copied().unwrap_or(0);
+            (free - held, free)
         };
-        // One more pod takes one more `pods` slot, as kube-scheduler's NodeResourcesFit counts.
-        requests
+        let (mut with, mut without) = (true, true);
+        for (k, v) in requests
             .iter()
             .filter(|(k, v)| **v > 0 && k.as_str() != PODS)
-            .all(|(k, v)| left(k) >= *v)
-            && left(PODS) > requests.get(PODS).copied().unwrap_or(0).max(0)
+        {
+            let (left_with, left_without) = left(k);
+            with &= left_with >= *v;
+            without &= left_without >= *v;
+        }
+        // One more pod takes one more `pods` slot, as kube-scheduler's NodeResourcesFit counts.
+        let slot = requests.get(PODS).copied().unwrap_or(0).max(0);
+        let (left_with, left_without) = left(PODS);
+        (with && left_with > slot, without && left_without > slot)
     }
 }
 

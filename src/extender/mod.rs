@@ -14,7 +14,6 @@
 //! When nothing passes for any other reason, every candidate is listed with it, so the
 //! `0/N nodes are available: ...` tally is complete.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
@@ -33,7 +32,7 @@ pub use binding::Binder;
 
 pub use wire::{
     CandidateRequest, ExtenderArgs, ExtenderArgsRef, ExtenderBindingArgs, ExtenderBindingResult,
-    ExtenderFilterResult, HostPriority,
+    ExtenderFilterResult, HostPriority, TurnedDown,
 };
 
 use crate::cluster::Cluster;
@@ -254,9 +253,15 @@ impl Extender {
             }
         };
         match decided {
-            Ok((result, pass)) => {
+            Ok(outcome) => {
                 let mut out = Vec::new();
-                wire::write_filter_names(&mut out, names, &pass, request.compact_names, &result);
+                wire::write_filter_names(
+                    &mut out,
+                    names,
+                    &outcome.pass,
+                    request.compact_names,
+                    &outcome.turned_down(names),
+                );
                 out
             }
             Err(e) => encode(&error_result(&e)),
@@ -281,7 +286,8 @@ impl Extender {
     fn filter_nodes(&self, pod: &Pod, list: &List<Node>) -> ExtenderFilterResult {
         let names = node_names(list);
         match self.decide_filter(pod, &names) {
-            Ok((mut result, pass)) => {
+            Ok(outcome) => {
+                let (mut result, pass) = outcome.into_result(&names);
                 result.nodes = Some(List {
                     items: pass.iter().map(|&i| list.items[i].clone()).collect(),
                     metadata: list.metadata.clone(),
@@ -295,7 +301,8 @@ impl Extender {
     /// `filter` in node-cache mode over borrowed names: what `simulate` calls in process.
     pub fn filter_cached(&self, pod: &Pod, names: &[&str]) -> ExtenderFilterResult {
         match self.decide_filter(pod, names) {
-            Ok((mut result, pass)) => {
+            Ok(outcome) => {
+                let (mut result, pass) = outcome.into_result(names);
                 result.node_names = Some(pass.iter().map(|&i| names[i].to_string()).collect());
                 result
             }
@@ -339,7 +346,7 @@ impl Extender {
         uid: &str,
         resource_version: &str,
         names: &[&str],
-    ) -> Option<Result<(ExtenderFilterResult, Vec<usize>), String>> {
+    ) -> Option<Result<FilterOutcome, String>> {
         if !self.leadership.is_leader() {
             return None;
         }
@@ -357,11 +364,7 @@ impl Extender {
     }
 
     /// The failed maps and the passing candidates, or the request's problem.
-    fn decide_filter(
-        &self,
-        pod: &Pod,
-        names: &[&str],
-    ) -> Result<(ExtenderFilterResult, Vec<usize>), String> {
+    fn decide_filter(&self, pod: &Pod, names: &[&str]) -> Result<FilterOutcome, String> {
         if !self.leadership.is_leader() {
             return Err(self.leadership.follower_message());
         }
@@ -637,25 +640,55 @@ fn node_names(list: &List<Node>) -> Vec<&str> {
         .collect()
 }
 
-/// The failed maps and the passing candidates of `verdict` over `names`, or the request's
+/// What `filter` decided over a candidate list: the candidates that pass, and those turned
+/// down with why, in candidate order (by index into the list).
+struct FilterOutcome {
+    pass: Vec<usize>,
+    turned_down: Vec<(usize, Rejection)>,
+}
+
+impl FilterOutcome {
+    /// The owned answer over `names` (its `node_names` left for the caller).
+    fn into_result(self, names: &[&str]) -> (ExtenderFilterResult, Vec<usize>) {
+        let mut result = ExtenderFilterResult::default();
+        for (i, why) in &self.turned_down {
+            let map = match why.unresolvable {
+                true => &mut result.failed_and_unresolvable_nodes,
+                false => &mut result.failed_nodes,
+            };
+            map.insert(names[*i].to_string(), why.reason.to_string());
+        }
+        (result, self.pass)
+    }
+
+    /// The turned-down candidates as the answer's writer takes them, borrowing the names
+    /// and reasons.
+    fn turned_down<'a>(&'a self, names: &[&'a str]) -> Vec<TurnedDown<'a>> {
+        (self.turned_down.iter())
+            .map(|(i, why)| TurnedDown {
+                name: names[*i],
+                reason: &why.reason,
+                unresolvable: why.unresolvable,
+            })
+            .collect()
+    }
+}
+
+/// The passing candidates of `verdict` over `names` and those turned down, or the request's
 /// problem.
-fn filter_outcome(
-    verdict: FilterVerdict,
-    names: &[&str],
-) -> Result<(ExtenderFilterResult, Vec<usize>), String> {
-    let mut result = ExtenderFilterResult::default();
-    let pass = match verdict {
+fn filter_outcome(verdict: FilterVerdict, names: &[&str]) -> Result<FilterOutcome, String> {
+    let (pass, turned_down) = match verdict {
         FilterVerdict::Invalid(e) => return Err(e),
         FilterVerdict::Only {
             pass,
             rejected,
             seat,
         } => {
-            match (pass.is_empty(), seat, names.first()) {
-                (false, _, _) | (true, _, None) => {}
+            let turned_down = match (pass.is_empty(), seat, names.first()) {
+                (false, _, _) | (true, _, None) => Vec::new(),
                 // One entry for all: a reason per node would cost more than the whole
                 // request, and every candidate fails for the same one.
-                (true, true, Some(first)) if names.len() > 1 => {
+                (true, true, Some(_)) if names.len() > 1 => {
                     let summary = Rejection {
                         reason: format!(
                             "{} ({} candidate node(s) turned down alike)",
@@ -665,26 +698,22 @@ fn filter_outcome(
                         .into(),
                         unresolvable: rejected.unresolvable,
                     };
-                    record(&mut result, first, &summary);
+                    vec![(0, summary)]
                 }
-                (true, _, Some(_)) => {
-                    for name in names {
-                        record(&mut result, name, &rejected);
-                    }
-                }
-            }
-            pass
+                (true, _, Some(_)) => (0..names.len()).map(|i| (i, rejected.clone())).collect(),
+            };
+            (pass, turned_down)
         }
         FilterVerdict::Except { rejected } => {
             let mut turned_down = vec![false; names.len()];
-            for (i, why) in &rejected {
+            for (i, _) in &rejected {
                 turned_down[*i] = true;
-                record(&mut result, names[*i], why);
             }
-            (0..names.len()).filter(|&i| !turned_down[i]).collect()
+            let pass = (0..names.len()).filter(|&i| !turned_down[i]).collect();
+            (pass, rejected)
         }
     };
-    Ok((result, pass))
+    Ok(FilterOutcome { pass, turned_down })
 }
 
 /// Favoured candidates at the top score.
@@ -693,16 +722,6 @@ fn with_top_score(favoured: Vec<usize>) -> Vec<(usize, i64)> {
         .into_iter()
         .map(|i| (i, wire::MAX_EXTENDER_PRIORITY))
         .collect()
-}
-
-/// Puts a turned-down node in the map its rejection belongs to.
-fn record(result: &mut ExtenderFilterResult, name: &str, why: &Rejection) {
-    let map: &mut BTreeMap<String, String> = if why.unresolvable {
-        &mut result.failed_and_unresolvable_nodes
-    } else {
-        &mut result.failed_nodes
-    };
-    map.insert(name.to_string(), why.reason.to_string());
 }
 
 fn bind_result(outcome: Result<(), String>) -> ExtenderBindingResult {

@@ -320,17 +320,28 @@ pub struct ExtenderFilterResult {
     pub error: String,
 }
 
+/// A candidate `filter` turned down, as its answer lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TurnedDown<'a> {
+    pub name: &'a str,
+    pub reason: &'a str,
+    /// Listed under `FailedAndUnresolvableNodes` (preemption cannot help), else `FailedNodes`.
+    pub unresolvable: bool,
+}
+
 /// Writes `{"Nodes":null,"NodeNames":[...],...}`, the JSON of an [`ExtenderFilterResult`]
 /// in node-cache mode whose names are `names[i]` for each `i` of `pass`, straight from the
 /// request's own names (no `String` per name); `compact_names` is the request's array as
-/// sent when the scan read it compact (every name plain). Byte for byte what serde_json
-/// writes for the owned result.
+/// sent when the scan read it compact (every name plain). `turned_down` fills the two maps
+/// in its order, without a map or a `String` per entry: byte for byte what serde_json writes
+/// for the owned result when they come in name order (JSON gives an object's members no
+/// order, and kube-scheduler reads them into a map).
 pub fn write_filter_names(
     out: &mut Vec<u8>,
     names: &[&str],
     pass: &[usize],
     compact_names: Option<&str>,
-    result: &ExtenderFilterResult,
+    turned_down: &[TurnedDown<'_>],
 ) {
     let all_pass = pass.len() == names.len() && pass.iter().enumerate().all(|(k, &i)| k == i);
     let names_len = match compact_names {
@@ -340,13 +351,7 @@ pub fn write_filter_names(
     };
     // Once, the whole answer when nothing needs an escape: growing it as it is written
     // would copy it over again at every doubling.
-    out.reserve_exact(
-        FILTER_FRAME_BYTES
-            + names_len
-            + map_len(&result.failed_nodes)
-            + map_len(&result.failed_and_unresolvable_nodes)
-            + result.error.len(),
-    );
+    out.reserve_exact(FILTER_FRAME_BYTES + names_len + maps_len(turned_down));
     out.extend_from_slice(br#"{"Nodes":null,"NodeNames":"#);
     match compact_names {
         // The array as it came: what writing each name would give, byte for byte.
@@ -370,12 +375,10 @@ pub fn write_filter_names(
         }
     }
     out.extend_from_slice(br#","FailedNodes":"#);
-    write_map(out, &result.failed_nodes);
+    write_turned_down(out, turned_down, false);
     out.extend_from_slice(br#","FailedAndUnresolvableNodes":"#);
-    write_map(out, &result.failed_and_unresolvable_nodes);
-    out.extend_from_slice(br#","Error":"#);
-    write_str(out, &result.error);
-    out.push(b'}');
+    write_turned_down(out, turned_down, true);
+    out.extend_from_slice(br#","Error":""}"#);
 }
 
 /// Writes the `HostPriority` array of `scores` (host, score), as serde_json writes it.
@@ -408,29 +411,48 @@ fn write_str(out: &mut Vec<u8>, text: &str) {
     }
 }
 
-/// The bytes of `write_filter_names`'s answer around its names, maps and error.
+/// The bytes of `write_filter_names`'s answer around its names and maps.
 const FILTER_FRAME_BYTES: usize =
     br#"{"Nodes":null,"NodeNames":,"FailedNodes":,"FailedAndUnresolvableNodes":,"Error":""}"#.len();
 
-/// The bytes `write_map` writes for `map` when nothing needs an escape.
-fn map_len(map: &BTreeMap<String, String>) -> usize {
-    // Braces, and per entry four quotes, a colon and a comma but for the last.
-    2 + map
-        .iter()
-        .map(|(k, v)| k.len() + v.len() + 6)
+/// The bytes `write_turned_down` writes for both maps when nothing needs an escape.
+fn maps_len(turned_down: &[TurnedDown<'_>]) -> usize {
+    // Braces, and per entry four quotes, a colon and a comma but for each map's last.
+    let unresolvable = turned_down.iter().filter(|t| t.unresolvable).count();
+    let resolvable = turned_down.len() - unresolvable;
+    4 + (turned_down.iter())
+        .map(|t| t.name.len() + t.reason.len() + 6)
         .sum::<usize>()
-        - map.len().min(1)
+        - resolvable.min(1)
+        - unresolvable.min(1)
 }
 
-fn write_map(out: &mut Vec<u8>, map: &BTreeMap<String, String>) {
+/// Writes the map of the entries of `turned_down` that are `unresolvable` (or not). A reason
+/// shared by many entries (one rejection for every node a hold keeps out) is escaped once
+/// and copied after that.
+fn write_turned_down(out: &mut Vec<u8>, turned_down: &[TurnedDown<'_>], unresolvable: bool) {
     out.push(b'{');
-    for (i, (key, value)) in map.iter().enumerate() {
+    let mut last: Option<(*const u8, usize, std::ops::Range<usize>)> = None;
+    let entries = turned_down
+        .iter()
+        .filter(|t| t.unresolvable == unresolvable);
+    for (i, entry) in entries.enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        write_str(out, key);
+        write_str(out, entry.name);
         out.push(b':');
-        write_str(out, value);
+        let reason = (entry.reason.as_ptr(), entry.reason.len());
+        match &last {
+            Some((ptr, len, written)) if (*ptr, *len) == reason => {
+                out.extend_from_within(written.clone());
+            }
+            _ => {
+                let start = out.len();
+                write_str(out, entry.reason);
+                last = Some((reason.0, reason.1, start..out.len()));
+            }
+        }
     }
     out.push(b'}');
 }
@@ -544,7 +566,6 @@ mod tests {
             names in proptest::collection::vec("([a-z0-9.-]{1,12}|.{0,6})", 0..5),
             failed in proptest::collection::btree_map(".{0,6}", ".{0,8}", 0..3),
             unresolvable in proptest::collection::btree_map("[a-z]{1,4}", ".{0,8}", 0..3),
-            error in ".{0,10}",
             score in -20i64..20,
             skip in 0usize..2,
         ) {
@@ -553,13 +574,15 @@ mod tests {
                 node_names: Some(names.clone()),
                 failed_nodes: failed,
                 failed_and_unresolvable_nodes: unresolvable,
-                error,
+                // An error is answered whole by serde_json, never by the writer.
+                error: String::new(),
             };
             let borrowed: Vec<&str> = names.iter().map(String::as_str).collect();
             let all: Vec<usize> = (0..names.len()).collect();
             let expected = serde_json::to_string(&result).unwrap();
+            let down = turned_down_of(&result);
             let mut out = Vec::new();
-            write_filter_names(&mut out, &borrowed, &all, None, &result);
+            write_filter_names(&mut out, &borrowed, &all, None, &down);
             proptest::prop_assert_eq!(String::from_utf8(out).unwrap(), expected.as_str());
             // As the scan hands them: the compact array when every name is plain, copied
             // whole when all pass and written name by name when some do not.
@@ -567,7 +590,7 @@ mod tests {
             let sent = serde_json::to_string(&names).unwrap();
             if plain {
                 let mut out = Vec::new();
-                write_filter_names(&mut out, &borrowed, &all, Some(&sent), &result);
+                write_filter_names(&mut out, &borrowed, &all, Some(&sent), &down);
                 proptest::prop_assert_eq!(String::from_utf8(out).unwrap(), expected.as_str());
                 let some: Vec<usize> = all.iter().copied().filter(|i| (i + skip) % 2 == 0).collect();
                 let partial = ExtenderFilterResult {
@@ -575,7 +598,7 @@ mod tests {
                     ..result.clone()
                 };
                 let mut out = Vec::new();
-                write_filter_names(&mut out, &borrowed, &some, Some(&sent), &partial);
+                write_filter_names(&mut out, &borrowed, &some, Some(&sent), &down);
                 proptest::prop_assert_eq!(
                     String::from_utf8(out).unwrap(),
                     serde_json::to_string(&partial).unwrap()
@@ -594,31 +617,95 @@ mod tests {
         }
     }
 
+    /// The entries of `result`'s maps as the writer takes them, each map in name order.
+    fn turned_down_of(result: &ExtenderFilterResult) -> Vec<TurnedDown<'_>> {
+        fn entries(map: &BTreeMap<String, String>, unresolvable: bool) -> Vec<TurnedDown<'_>> {
+            (map.iter())
+                .map(|(name, reason)| TurnedDown {
+                    name,
+                    reason,
+                    unresolvable,
+                })
+                .collect()
+        }
+        let mut all = entries(&result.failed_nodes, false);
+        all.extend(entries(&result.failed_and_unresolvable_nodes, true));
+        all
+    }
+
+    #[test]
+    fn a_reason_shared_by_many_nodes_is_written_in_full_for_each() {
+        // One rejection for every node a hold keeps out: the same text, escaped once and
+        // copied, interleaved with another and with unresolvable entries.
+        let held: &str = "held by 1 plan (Job \"default/a\") for pods not bound yet";
+        let other: &str = "no room";
+        let names = ["n1", "n2", "n3", "n4", "n5"];
+        let down = [
+            (0, held, false),
+            (1, held, false),
+            (2, other, true),
+            (3, held, false),
+            (4, other, false),
+        ]
+        .map(|(i, reason, unresolvable)| TurnedDown {
+            name: names[i],
+            reason,
+            unresolvable,
+        });
+        let mut out = Vec::new();
+        write_filter_names(&mut out, &names, &[], None, &down);
+        let parsed: ExtenderFilterResult = serde_json::from_slice(&out).unwrap();
+        let owned = |entries: &[(usize, &str)]| -> BTreeMap<String, String> {
+            (entries.iter())
+                .map(|&(i, r)| (names[i].to_string(), r.to_string()))
+                .collect()
+        };
+        assert_eq!(
+            parsed,
+            ExtenderFilterResult {
+                node_names: Some(Vec::new()),
+                failed_nodes: owned(&[(0, held), (1, held), (3, held), (4, other)]),
+                failed_and_unresolvable_nodes: owned(&[(2, other)]),
+                ..Default::default()
+            }
+        );
+        // In name order, byte for byte serde_json's.
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            serde_json::to_string(&parsed).unwrap()
+        );
+    }
+
     #[test]
     fn a_plain_filter_answer_is_written_in_the_room_reserved_for_it() {
         let names = ["host-a", "host-b", "host-c"];
         let sent = serde_json::to_string(&names).unwrap();
-        let result = ExtenderFilterResult {
-            failed_nodes: [("host-b".to_string(), "held by a plan".to_string())].into(),
-            failed_and_unresolvable_nodes: [("host-c".to_string(), "tainted".to_string())].into(),
-            ..ExtenderFilterResult::default()
-        };
+        let down = [
+            TurnedDown {
+                name: "host-b",
+                reason: "held by a plan",
+                unresolvable: false,
+            },
+            TurnedDown {
+                name: "host-c",
+                reason: "tainted",
+                unresolvable: true,
+            },
+        ];
         for (pass, compact) in [(&[0][..], None), (&[0], Some(sent.as_str()))] {
-            let mut out = Vec::new();
-            write_filter_names(&mut out, &names, pass, compact, &result);
-            assert_eq!(
-                out.capacity(),
-                out.len(),
-                "{}",
-                String::from_utf8_lossy(&out)
-            );
+            for down in [&down[..], &down[..1], &down[1..], &[]] {
+                let mut out = Vec::new();
+                write_filter_names(&mut out, &names, pass, compact, down);
+                assert_eq!(
+                    out.capacity(),
+                    out.len(),
+                    "{}",
+                    String::from_utf8_lossy(&out)
+                );
+            }
         }
-        let all = ExtenderFilterResult {
-            error: "none".into(),
-            ..ExtenderFilterResult::default()
-        };
         let mut out = Vec::new();
-        write_filter_names(&mut out, &names, &[0, 1, 2], Some(&sent), &all);
+        write_filter_names(&mut out, &names, &[0, 1, 2], Some(&sent), &[]);
         assert_eq!(
             out.capacity(),
             out.len(),
@@ -630,9 +717,8 @@ mod tests {
     #[test]
     fn names_that_need_escapes_are_escaped() {
         let mut out = Vec::new();
-        let result = ExtenderFilterResult::default();
         let names = ["a\"b", "c\\", "d\n", "é"];
-        write_filter_names(&mut out, &names, &[0, 1, 2, 3], None, &result);
+        write_filter_names(&mut out, &names, &[0, 1, 2, 3], None, &[]);
         let text = String::from_utf8(out).unwrap();
         assert!(text.contains(r#"["a\"b","c\\","d\n","é"]"#), "{text}");
     }

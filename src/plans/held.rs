@@ -14,6 +14,7 @@
 //! means nothing is held.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::cluster::state::NodeId;
@@ -52,6 +53,9 @@ pub struct HeldCapacity {
     nodes_by_plan: HashMap<PlanId, u32, foldhash::fast::RandomState>,
     seats: u64,
     version: u64,
+    /// Changes when a node comes to be held or stops being held (not when what is held on a
+    /// node changes): what says which nodes are held.
+    nodes_version: u64,
 }
 
 impl Default for HeldCapacity {
@@ -62,6 +66,7 @@ impl Default for HeldCapacity {
             nodes_by_plan: HashMap::default(),
             seats: 0,
             version: next_version(),
+            nodes_version: next_version(),
         }
     }
 }
@@ -137,7 +142,13 @@ impl HeldCapacity {
 
     fn add(&mut self, node: NodeId, requests: &ResourceList) -> &mut NodeHeld {
         self.version = next_version();
-        let entry = self.by_node.entry(node).or_default();
+        let entry = match self.by_node.entry(node) {
+            Entry::Occupied(held) => held.into_mut(),
+            Entry::Vacant(free) => {
+                self.nodes_version = self.version;
+                free.insert(NodeHeld::default())
+            }
+        };
         add_pod_usage(&mut entry.amount, requests);
         entry
     }
@@ -160,6 +171,7 @@ impl HeldCapacity {
         if *pods <= 0 {
             debug_assert!(entry.plans.is_empty(), "{entry:?} on node {node}");
             self.by_node.remove(&node);
+            self.nodes_version = self.version;
         }
     }
 
@@ -178,6 +190,11 @@ impl HeldCapacity {
         self.nodes_by_plan.len()
     }
 
+    /// How many nodes something is held on.
+    pub fn node_count(&self) -> usize {
+        self.by_node.len()
+    }
+
     /// The nodes something is held on.
     pub fn nodes(&self) -> impl Iterator<Item = NodeId> + '_ {
         self.by_node.keys().copied()
@@ -186,6 +203,12 @@ impl HeldCapacity {
     /// Changes with every hold and release (and is never the same for two holdings).
     pub fn version(&self) -> u64 {
         self.version
+    }
+
+    /// Changes when a node comes to be held or stops being held ([`Self::nodes`]), and is never
+    /// the same for two holdings.
+    pub fn nodes_version(&self) -> u64 {
+        self.nodes_version
     }
 
     /// Nothing is held anywhere.
@@ -215,11 +238,19 @@ mod tests {
         assert_eq!(h.at(7).unwrap()[PODS], 2);
         assert_eq!(h.seats(), 2);
         assert_eq!(h.plans_on(7).collect::<Vec<_>>(), [a], "each plan once");
+        assert_eq!(h.node_count(), 1);
+        let nodes = h.nodes_version();
+        h.hold(7, &r, a);
+        h.release(7, &r, a);
+        assert_eq!(h.nodes_version(), nodes, "node 7 stayed held");
         assert_eq!(h.holding_plans(), 1);
         h.hold(7, &r, b);
         h.hold(9, &r, b);
+        assert_ne!(h.nodes_version(), nodes, "node 9 came to be held");
         assert_eq!(h.holding_plans(), 2);
+        let nodes = h.nodes_version();
         h.release(9, &r, b);
+        assert_ne!(h.nodes_version(), nodes, "node 9 is held no more");
         h.release(7, &r, a);
         assert_eq!(h.at(7).unwrap()["cpu"], 2000);
         assert_eq!(h.plans_on(7).count(), 2, "a still holds one seat");

@@ -110,7 +110,7 @@ impl PlanBook {
         requests: &ResourceList,
     ) -> Option<String> {
         let held = self.held.at(node)?;
-        if state.room_for(node, Some(held), requests) || !state.room_for(node, None, requests) {
+        if state.room_with_and_without(node, Some(held), requests) != (false, true) {
             return None;
         }
         Some(self.holders_on(&[node]))

@@ -653,10 +653,11 @@ pub struct PlanBook {
     /// ([`scheduling::Memo`]): asked again with nothing changed, the answer is given again
     /// without placing the tree anew.
     scheduling_memo: HashMap<GroupKey, scheduling::Memo>,
-    /// The name tails ([`tail`]) of the nodes something is held on, as of a version of
-    /// `held`: a lone pod's candidates whose tail is not among them hold nothing, and are
-    /// passed without looking their names up.
-    held_tails: (u64, HashSet<u64, foldhash::fast::RandomState>),
+    /// The name tails ([`tail`]) of the nodes something is held on, as of a version of the
+    /// nodes `held` holds ([`HeldCapacity::nodes_version`]) and the state's topology
+    /// generation (a node id may come to name another node): a lone pod's candidates whose
+    /// tail is not among them hold nothing, and are passed without looking their names up.
+    held_tails: ((u64, u64), HashSet<u64, foldhash::fast::RandomState>),
 }
 
 impl PlanBook {
@@ -675,7 +676,7 @@ impl PlanBook {
             notices: Vec::new(),
             scheduling_noticed: HashMap::new(),
             scheduling_memo: HashMap::new(),
-            held_tails: (0, HashSet::default()),
+            held_tails: ((0, 0), HashSet::default()),
         }
     }
 
@@ -1983,19 +1984,25 @@ impl PlanBook {
         if self.held.is_empty() {
             return FilterVerdict::Except { rejected };
         }
-        if self.held_tails.0 != self.held.version() {
+        // The tails sift the candidates only when fewer nodes are held than candidates asked
+        // about: made anew, they then cost less than the look-ups they spare. With more held
+        // (a gang over most of the cluster, its pods bound one by one), each candidate is
+        // looked up, and no request pays for every held node.
+        let sift = self.held.node_count() < candidates.len();
+        let held_nodes = (self.held.nodes_version(), state.topology_generation());
+        if sift && self.held_tails.0 != held_nodes {
             let tails = self
                 .held
                 .nodes()
                 .filter_map(|id| state.name_of(id))
                 .map(tail)
                 .collect();
-            self.held_tails = (self.held.version(), tails);
+            self.held_tails = (held_nodes, tails);
         }
         let mut held_back: Vec<(usize, NodeId)> = Vec::new();
         let mut full: Vec<usize> = Vec::new();
         for (i, name) in candidates.iter().enumerate() {
-            if !self.held_tails.1.contains(&tail(name)) {
+            if sift && !self.held_tails.1.contains(&tail(name)) {
                 continue;
             }
             let Some(id) = state.node_id(name) else {
@@ -2004,12 +2011,10 @@ impl PlanBook {
             let Some(held) = self.held.at(id) else {
                 continue;
             };
-            if !state.room_for(id, Some(held), &facts.requests) {
-                if state.room_for(id, None, &facts.requests) {
-                    held_back.push((i, id));
-                } else {
-                    full.push(i);
-                }
+            match state.room_with_and_without(id, Some(held), &facts.requests) {
+                (true, _) => {}
+                (false, true) => held_back.push((i, id)),
+                (false, false) => full.push(i),
             }
         }
         if !held_back.is_empty() {

@@ -454,6 +454,30 @@ fn a_lone_pod_is_told_every_plan_holding_its_nodes_and_none_whose_seats_there_ar
     );
 }
 
+#[test]
+fn a_node_held_after_a_lone_pod_asked_turns_the_next_one_away() {
+    // Two whole-node gangs; five candidates, so the lone pod's candidates are sifted by the
+    // held nodes' names, which must follow the holds.
+    let extra = format!("{}{}", job_yaml("a", 1, 4, RACK), job_yaml("b", 1, 4, RACK));
+    let mut b = book(2, &extra);
+    let t0 = Instant::now();
+    let first = seat_of(&mut b, &job_pod("a", 0, 4), t0);
+    let turned_away = |b: &mut TestBook, name: &str| -> Vec<String> {
+        let answer = lone_answer(b, &lone_pod(name, 1), t0);
+        answer.into_iter().map(|(node, _)| node).collect()
+    };
+    assert_eq!(turned_away(&mut b, "web"), std::slice::from_ref(&first));
+    let second = seat_of(&mut b, &job_pod("b", 0, 4), t0);
+    assert_ne!(first, second);
+    let mut both = vec![first.clone(), second.clone()];
+    both.sort();
+    assert_eq!(turned_away(&mut b, "api"), both);
+    // Its pod bound, `a`'s node holds nothing (kube-scheduler counts the pod there).
+    b.bind("default", &pod_name("a", 0), &uid("a", 0), &first, t0)
+        .unwrap();
+    assert_eq!(turned_away(&mut b, "db"), [second]);
+}
+
 /// One rack; a filler uses 1 cpu of b1-r1-h1 and `small` (3 x 1 cpu) holds the other 3.
 fn small_on_h1() -> TestBook {
     let extra = format!(
