@@ -334,8 +334,9 @@ pub struct TurnedDown<'a> {
 /// request's own names (no `String` per name); `compact_names` is the request's array as
 /// sent when the scan read it compact (every name plain). `turned_down` fills the two maps
 /// in its order, without a map or a `String` per entry: byte for byte what serde_json writes
-/// for the owned result when they come in name order (JSON gives an object's members no
-/// order, and kube-scheduler reads them into a map).
+/// for the owned result when they come in name order, each name once (JSON gives an object's
+/// members no order, and kube-scheduler reads them into a map, the last of a name kept, as
+/// the owned result keeps it).
 pub fn write_filter_names(
     out: &mut Vec<u8>,
     names: &[&str],
