@@ -478,6 +478,41 @@ fn a_node_held_after_a_lone_pod_asked_turns_the_next_one_away() {
     assert_eq!(turned_away(&mut b, "db"), [second]);
 }
 
+#[test]
+fn a_node_held_while_lone_pods_asked_about_few_names_turns_the_next_one_away() {
+    // Asked about one name (as many nodes held as names asked: each is looked up, the held
+    // nodes' names are not read), then about five (fewer held: the names sift them), with a
+    // node held in between: the five-name answer must see it.
+    let extra = format!("{}{}", job_yaml("a", 1, 4, RACK), job_yaml("b", 1, 4, RACK));
+    let mut b = book(2, &extra);
+    let t0 = Instant::now();
+    let turned_away = |b: &mut TestBook, name: &str, candidates: &[&str]| -> Vec<String> {
+        match b.filter(&lone_pod(name, 1), candidates, t0) {
+            FilterVerdict::Except { rejected } => (rejected.iter())
+                .map(|(i, _)| candidates[*i].to_string())
+                .collect(),
+            other => panic!("a lone pod gets Except, got {other:?}"),
+        }
+    };
+    let first = seat_of(&mut b, &job_pod("a", 0, 4), t0);
+    let names = all_nodes(&b);
+    let every: Vec<&str> = names.iter().map(String::as_str).collect();
+    assert_eq!(every.len(), 5);
+    assert_eq!(
+        turned_away(&mut b, "web", &every),
+        std::slice::from_ref(&first)
+    );
+    let second = seat_of(&mut b, &job_pod("b", 0, 4), t0);
+    assert_ne!(first, second);
+    assert_eq!(
+        turned_away(&mut b, "api", &[&first]),
+        std::slice::from_ref(&first)
+    );
+    let mut both = vec![first, second];
+    both.sort();
+    assert_eq!(turned_away(&mut b, "db", &every), both);
+}
+
 /// One rack; a filler uses 1 cpu of b1-r1-h1 and `small` (3 x 1 cpu) holds the other 3.
 fn small_on_h1() -> TestBook {
     let extra = format!(
