@@ -52,7 +52,6 @@ pub struct HeldCapacity {
     /// The nodes each plan holds seats on (each at least 1): how many plans hold anything.
     nodes_by_plan: HashMap<PlanId, u32, foldhash::fast::RandomState>,
     seats: u64,
-    version: u64,
     /// Changes when a node comes to be held or stops being held (not when what is held on a
     /// node changes): what says which nodes are held.
     nodes_version: u64,
@@ -65,7 +64,6 @@ impl Default for HeldCapacity {
             binding: HashMap::default(),
             nodes_by_plan: HashMap::default(),
             seats: 0,
-            version: next_version(),
             nodes_version: next_version(),
         }
     }
@@ -141,11 +139,10 @@ impl HeldCapacity {
     }
 
     fn add(&mut self, node: NodeId, requests: &ResourceList) -> &mut NodeHeld {
-        self.version = next_version();
         let entry = match self.by_node.entry(node) {
             Entry::Occupied(held) => held.into_mut(),
             Entry::Vacant(free) => {
-                self.nodes_version = self.version;
+                self.nodes_version = next_version();
                 free.insert(NodeHeld::default())
             }
         };
@@ -158,7 +155,6 @@ impl HeldCapacity {
         let Some(entry) = self.by_node.get_mut(&node) else {
             return;
         };
-        self.version = next_version();
         for (name, value) in requests {
             if name != PODS
                 && let Some(v) = entry.amount.get_mut(name)
@@ -171,7 +167,7 @@ impl HeldCapacity {
         if *pods <= 0 {
             debug_assert!(entry.plans.is_empty(), "{entry:?} on node {node}");
             self.by_node.remove(&node);
-            self.nodes_version = self.version;
+            self.nodes_version = next_version();
         }
     }
 
@@ -198,11 +194,6 @@ impl HeldCapacity {
     /// The nodes something is held on.
     pub fn nodes(&self) -> impl Iterator<Item = NodeId> + '_ {
         self.by_node.keys().copied()
-    }
-
-    /// Changes with every hold and release (and is never the same for two holdings).
-    pub fn version(&self) -> u64 {
-        self.version
     }
 
     /// Changes when a node comes to be held or stops being held ([`Self::nodes`]), and is never
@@ -254,7 +245,7 @@ mod tests {
         h.release(7, &r, a);
         assert_eq!(h.at(7).unwrap()["cpu"], 2000);
         assert_eq!(h.plans_on(7).count(), 2, "a still holds one seat");
-        let before = h.version();
+        let before = h.nodes_version();
         h.release(7, &r, a);
         assert_eq!(h.plans_on(7).collect::<Vec<_>>(), [b]);
         assert_eq!(h.holding_plans(), 1, "a holds nothing");
@@ -263,8 +254,8 @@ mod tests {
         assert!(h.is_empty());
         assert_eq!(h.plans_on(7).count(), 0);
         assert_eq!(h.seats(), 0);
-        assert_ne!(h.version(), before);
-        assert_ne!(HeldCapacity::default().version(), h.version());
+        assert_ne!(h.nodes_version(), before);
+        assert_ne!(HeldCapacity::default().nodes_version(), h.nodes_version());
         // A pod being bound holds its room, and is not a seat of any plan.
         h.hold(7, &r, a);
         h.hold_binding(7, &r);
