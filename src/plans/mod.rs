@@ -211,7 +211,7 @@ pub struct Notice {
     pub warning: bool,
     /// `TopologyPlanned`, `TopologyDoesNotFit`, `TopologyReplacementPlanned`,
     /// `TopologyReplacementFailed`, `TopologySeatLost`, `TopologyPlanExpired`,
-    /// `BindingFailed`.
+    /// `TopologyPlanReleased`, `BindingFailed`.
     pub reason: &'static str,
     /// What happened, for `kubectl describe`.
     pub note: String,
@@ -462,11 +462,12 @@ impl Plan {
     /// Its seats not bound yet were found on no failed node at topology generation
     /// `generation`, or one is being bound (the plan then stays as it is).
     fn seats_checked_at(&self, generation: u64) -> bool {
-        self.seats_checked == Some(generation)
-            || self
-                .seats
-                .iter()
-                .any(|s| matches!(s.holder, Holder::Binding(_)))
+        self.seats_checked == Some(generation) || self.binding_in_flight()
+    }
+
+    /// A pod of the plan is being bound to its seat.
+    fn binding_in_flight(&self) -> bool {
+        (self.seats.iter()).any(|s| matches!(s.holder, Holder::Binding(_)))
     }
 
     fn complete(&self) -> bool {
@@ -932,14 +933,7 @@ impl PlanBook {
                 name: job,
             });
         }
-        if facts.kueue_managed {
-            // Kueue's own TAS pinned it: passed through, never planned; bound where the
-            // scheduler chose once the node has room.
-            self.see(facts, main_key(&facts.group), now);
-            return FilterVerdict::Except {
-                rejected: Vec::new(),
-            };
-        }
+        // A bind begun or done stands, whoever manages the group now.
         if let Some(seen) = self.pods.get_mut(&facts.uid) {
             seen.seen = now;
             if let Some(node) = seen.bound_to.clone() {
@@ -948,6 +942,15 @@ impl PlanBook {
             if let Some(node) = seen.binding.and_then(|id| state.name_of(id)) {
                 return binding_verdict(candidates, node);
             }
+        }
+        if facts.kueue_managed {
+            // Kueue's own TAS pinned it: passed through, never planned; bound where the
+            // scheduler chose once the node has room.
+            self.give_plans_to_kueue(&facts.group, &facts.pod_set);
+            self.see(facts, main_key(&facts.group), now);
+            return FilterVerdict::Except {
+                rejected: Vec::new(),
+            };
         }
         if facts.group.kind == WorkloadKind::SchedulingGroup {
             return self.scheduling_filter(state, pod, facts, candidates, now);
@@ -1034,6 +1037,53 @@ impl PlanBook {
         };
         self.see(facts, key.clone(), now);
         self.seat_filter(state, &key, facts, candidates, now)
+    }
+
+    /// Kueue manages a group kube-tas had planned (its `Workload`, or its pods' Kueue marks,
+    /// seen after the plan was made): the group's plans are removed and their holds given
+    /// back, so that its pods bind where Kueue's TAS put them (a seat would refuse a bind
+    /// anywhere else) and its room is not held twice. A plan with a Binding in flight stays
+    /// until that bind ends; the group's next pod then removes it.
+    fn give_plans_to_kueue(&mut self, group: &GroupKey, pod_set: &PodSetHint) {
+        if self.plans.is_empty()
+            || (self.planned_key(group, pod_set).is_none()
+                && !self.plans.contains_key(&main_key(group)))
+        {
+            return;
+        }
+        let keys: Vec<PlanKey> = (self.plans.iter())
+            .filter(|(k, p)| k.group == *group && !p.binding_in_flight())
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in keys {
+            let Some(plan) = self.remove_plan(&key) else {
+                continue;
+            };
+            let seats = plan.seats.iter().filter(|s| s.holds()).count();
+            tracing::info!(group = %key, seats, "plan released: Kueue manages the group");
+            self.notice(
+                &plan.owner,
+                false,
+                "TopologyPlanReleased",
+                format!(
+                    "Kueue manages {} now: kube-tas's plan for {key} was released and its \
+                     {seats} seat(s) not yet bound given back; Kueue's TAS places its pods",
+                    key.group
+                ),
+            );
+        }
+        self.publish();
+    }
+
+    /// Removes a plan and gives back the holds of its seats not bound.
+    fn remove_plan(&mut self, key: &PlanKey) -> Option<Plan> {
+        let plan = self.plans.remove(key)?;
+        for seat in plan.seats.iter().filter(|s| s.holds()) {
+            self.held
+                .release(plan.node_id(seat), &plan.requests, plan.id);
+        }
+        self.generation += 1;
+        Some(plan)
     }
 
     /// Records a pod seen in `filter` under its plan key (what `bind` needs).
@@ -2061,11 +2111,7 @@ impl PlanBook {
             .plans
             .iter()
             .filter(|(k, _)| now.saturating_duration_since(latest[&k.group]) >= ttl)
-            .filter(|(_, p)| {
-                !p.seats
-                    .iter()
-                    .any(|s| matches!(s.holder, Holder::Binding(_)))
-            })
+            .filter(|(_, p)| !p.binding_in_flight())
             // A workload of several PodSets that runs in part (a driver up, its workers to
             // come, as JobSet's InOrder start) keeps the rest of its plan, as Kueue keeps an
             // admitted workload's assignment.
@@ -2073,15 +2119,10 @@ impl PlanBook {
             .map(|(k, _)| k.clone())
             .collect();
         for key in stale {
-            let Some(plan) = self.plans.remove(&key) else {
+            let Some(plan) = self.remove_plan(&key) else {
                 continue;
             };
-            for seat in plan.seats.iter().filter(|s| s.holds()) {
-                self.held
-                    .release(plan.node_id(seat), &plan.requests, plan.id);
-            }
             PlanCounters::bump(&self.counters.plans_expired);
-            self.generation += 1;
             tracing::info!(group = %key, "plan expired: its pods did not come");
             let open = plan
                 .seats

@@ -182,14 +182,9 @@ impl PlanBook {
         if key.group.kind == WorkloadKind::Pod && self.gates.enabled(GATE_SKIP_POD_OWNED) {
             return false;
         }
-        let Some(plan) = self.plans.remove(key) else {
+        let Some(plan) = self.remove_plan(key) else {
             return false;
         };
-        for seat in plan.seats.iter().filter(|s| s.holds()) {
-            self.held
-                .release(plan.node_id(seat), &plan.requests, plan.id);
-        }
-        self.generation += 1;
         let waiting = plan.seats.iter().filter(|s| s.holds()).count();
         self.notice(
             &plan.owner,

@@ -186,3 +186,97 @@ fn a_lone_pod_read_by_filter_is_prioritized_from_memory_and_filtered_anew() {
         .unwrap();
     assert!(!b.book.knows_read("uid-web", "5"));
 }
+
+fn train_group() -> GroupKey {
+    GroupKey {
+        kind: WorkloadKind::Job,
+        namespace: "default".into(),
+        name: "train".into(),
+    }
+}
+
+/// A group kube-tas planned and Kueue then manages (its Workload seen late, as after a
+/// restart): the plan is released, its holds given back, and the pod binds where Kueue's
+/// TAS put it, not only on its old seat.
+#[test]
+fn a_planned_group_kueue_takes_over_gives_its_plan_back() {
+    let mut b = book(2, &job_yaml("train", 2, 1, RACK));
+    let names = all_nodes(&b);
+    let pod = job_pod("train", 0, 1);
+    let seat = seat_of(&mut b, &pod, Instant::now());
+    let held: Vec<&String> = (names.iter())
+        .filter(|n| b.book.held_on(&b.state, n).is_some())
+        .collect();
+    assert!(held.contains(&&seat), "{held:?}");
+    b.state
+        .apply_kueue_workload("default/job-train-1a2b3", Some(train_group()));
+    let verdict = b.filter(&pod, &candidates(&names), Instant::now());
+    assert_eq!(verdict, FilterVerdict::Except { rejected: vec![] });
+    let still_held: Vec<&String> = (names.iter())
+        .filter(|n| b.book.held_on(&b.state, n).is_some())
+        .collect();
+    assert!(still_held.is_empty(), "{still_held:?}");
+    let notices = b.book.take_notices();
+    assert!(
+        notices.iter().any(|n| n.reason == "TopologyPlanReleased"
+            && n.note.contains("2 seat(s)")
+            && n.note.contains("Job default/train")),
+        "{notices:?}"
+    );
+    // Kueue's node, not the old seat.
+    let elsewhere = names
+        .iter()
+        .find(|n| n.starts_with("b1-") && **n != seat)
+        .unwrap();
+    b.bind(
+        "default",
+        &pod_name("train", 0),
+        &uid("train", 0),
+        elsewhere,
+        Instant::now(),
+    )
+    .unwrap();
+    assert_eq!(cpu_used(&b, elsewhere), 1000);
+}
+
+/// A pod whose Binding to its seat is being written when Kueue takes its group over keeps
+/// that bind: its filter names the node, the commit finds its seat, and the plan goes with
+/// the group's next pod.
+#[test]
+fn a_bind_in_flight_when_kueue_takes_over_ends_on_its_seat() {
+    let mut b = book(2, &job_yaml("train", 2, 1, RACK));
+    let names = all_nodes(&b);
+    let first = job_pod("train", 0, 1);
+    let seat = seat_of(&mut b, &first, Instant::now());
+    let ticket = b
+        .book
+        .begin_bind(
+            &b.state,
+            "default",
+            &pod_name("train", 0),
+            &uid("train", 0),
+            &seat,
+            Instant::now(),
+        )
+        .unwrap();
+    b.state
+        .apply_kueue_workload("default/job-train-1a2b3", Some(train_group()));
+    let verdict = b.filter(&first, &candidates(&names), Instant::now());
+    let FilterVerdict::Only { pass, .. } = &verdict else {
+        panic!("{verdict:?}")
+    };
+    assert_eq!(pass.iter().map(|&i| &names[i]).collect::<Vec<_>>(), [&seat]);
+    // The other pod is Kueue's now, but the plan waits for the bind in flight.
+    let verdict = b.filter(&job_pod("train", 1, 1), &candidates(&names), Instant::now());
+    assert_eq!(verdict, FilterVerdict::Except { rejected: vec![] });
+    assert_eq!(b.stats().seats_held, 2);
+    b.book.commit_bind(&mut b.state, &ticket, Instant::now());
+    assert_eq!(cpu_used(&b, &seat), 1000);
+    assert_eq!(
+        b.stats().seats_held,
+        1,
+        "the bound seat's hold is given back"
+    );
+    b.filter(&job_pod("train", 1, 1), &candidates(&names), Instant::now());
+    assert_eq!(b.stats().seats_held, 0, "the plan is released");
+}
