@@ -944,9 +944,18 @@ impl PlanBook {
             }
         }
         if facts.kueue_managed {
+            self.give_plans_to_kueue(&facts.group, &facts.pod_set);
+            // A seat kept (its plan waits for a bind in flight) is still the pod's: its bind
+            // anywhere else would be refused.
+            if let Some(key) = (self.pods.get(&facts.uid))
+                .filter(|seen| self.seated_by_key(&facts.uid, seen))
+                .map(|seen| seen.key.clone())
+            {
+                self.see(facts, key.clone(), now);
+                return self.seat_filter(state, &key, facts, candidates, now);
+            }
             // Kueue's own TAS pinned it: passed through, never planned; bound where the
             // scheduler chose once the node has room.
-            self.give_plans_to_kueue(&facts.group, &facts.pod_set);
             self.see(facts, main_key(&facts.group), now);
             return FilterVerdict::Except {
                 rejected: Vec::new(),
@@ -1043,7 +1052,8 @@ impl PlanBook {
     /// seen after the plan was made): the group's plans are removed and their holds given
     /// back, so that its pods bind where Kueue's TAS put them (a seat would refuse a bind
     /// anywhere else) and its room is not held twice. A plan with a Binding in flight stays
-    /// until that bind ends; the group's next pod then removes it.
+    /// until that bind ends, its seats still their pods'; the group's next pod, or the
+    /// sweep, then removes it.
     fn give_plans_to_kueue(&mut self, group: &GroupKey, pod_set: &PodSetHint) {
         if self.plans.is_empty()
             || (self.planned_key(group, pod_set).is_none()
@@ -1056,23 +1066,31 @@ impl PlanBook {
             .map(|(k, _)| k.clone())
             .collect();
         for key in keys {
-            let Some(plan) = self.remove_plan(&key) else {
-                continue;
-            };
-            let seats = plan.seats.iter().filter(|s| s.holds()).count();
-            tracing::info!(group = %key, seats, "plan released: Kueue manages the group");
-            self.notice(
-                &plan.owner,
-                false,
-                "TopologyPlanReleased",
-                format!(
-                    "Kueue manages {} now: kube-tas's plan for {key} was released and its \
-                     {seats} seat(s) not yet bound given back; Kueue's TAS places its pods",
-                    key.group
-                ),
-            );
+            self.release_to_kueue(&key);
         }
-        self.publish();
+    }
+
+    /// Removes the plan of a group Kueue manages, and says so on its owner.
+    fn release_to_kueue(&mut self, key: &PlanKey) {
+        let Some(plan) = self.remove_plan(key) else {
+            return;
+        };
+        let seats = plan.seats.iter().filter(|s| s.holds()).count();
+        tracing::info!(group = %key, seats, "plan released: Kueue manages the group");
+        let plan_of = match key.pod_set.as_str() {
+            MAIN_POD_SET => String::new(),
+            pod_set => format!(" for pod set {pod_set}"),
+        };
+        self.notice(
+            &plan.owner,
+            false,
+            "TopologyPlanReleased",
+            format!(
+                "Kueue manages {} now: kube-tas released its plan{plan_of} and gave back the \
+                 room of its {seats} seat(s) not yet bound; Kueue's TAS places the pods",
+                key.group
+            ),
+        );
     }
 
     /// Removes a plan and gives back the holds of its seats not bound.
@@ -1109,6 +1127,8 @@ impl PlanBook {
             });
         seen.key = key;
         seen.seen = now;
+        // Kueue may take the group over after the pod was first seen.
+        seen.kueue_managed = facts.kueue_managed;
     }
 
     /// The pod holds a seat in a live plan, or is bound.
@@ -2101,6 +2121,16 @@ impl PlanBook {
         }
         self.last_sweep = Some(now);
         let ttl = self.ttl;
+        // A plan of a group Kueue manages now is released when a pod of the group asks; this
+        // releases it when none asks again (its pods bound elsewhere, a bind that was in flight
+        // ended).
+        let kueues: Vec<PlanKey> = (self.plans.iter())
+            .filter(|(k, p)| !p.binding_in_flight() && state.kueue_manages(&k.group))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in kueues {
+            self.release_to_kueue(&key);
+        }
         // The PodSets of one workload expire together: a pod of any of them keeps them all.
         let mut latest: HashMap<&GroupKey, Instant> = HashMap::new();
         for (key, plan) in &self.plans {

@@ -1608,6 +1608,7 @@ fn notices_say_what_happened_to_a_group_once() {
 mod held_messages;
 mod hot_swap;
 mod known;
+mod kueue_takeover;
 mod quiet_seats;
 mod scheduling;
 
