@@ -621,6 +621,8 @@ impl PlanBook {
                 }
                 plan.seats.retain(|s| s.holder != Holder::Open);
                 plan.index_holders();
+                // Room given back: a "does not fit" remembered may fit now.
+                self.generation += 1;
             }
             for seat in plan.seats.iter().filter(|s| s.holds()) {
                 let node = plan.node_id(seat);

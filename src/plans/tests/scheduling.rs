@@ -1453,12 +1453,15 @@ fn an_open_seat_is_taken_only_by_a_pod_its_hold_covers() {
     assert!(b.state.remove_pending_member(&pod_uid("a-0")));
     let a1 = member("a", "a-1", 4);
     watch(&mut b, &a1);
+    let generation = b.book.generation;
     let node = seat(&mut b, &a1, t0);
     assert_eq!(node, "r1-n2", "a-1 is planned beside the open seat");
     assert_eq!(held(&b, &node), Some((4000, 1)), "its room held in full");
     // The plan now holds its seats at 4 cpu: the open seat, which r1-n1 might have no room
-    // for at that size, is given back; b-0 is placed there.
+    // for at that size, is given back; b-0 is placed there. Room given back makes every
+    // "does not fit" remembered stale (their stamps hold the book's generation).
     assert_eq!(held(&b, "r1-n1"), None, "the open seat is given back");
+    assert!(b.book.generation > generation);
     let b0 = member("b", "b-0", 2);
     watch(&mut b, &b0);
     assert_eq!(seat(&mut b, &b0, t0), "r1-n1");
