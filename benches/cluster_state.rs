@@ -221,6 +221,7 @@ fn bound_pod(i: usize, node: &str) -> BoundPod {
         terminating: false,
         labels: BTreeMap::new(),
         annotations: BTreeMap::new(),
+        incarnation: Default::default(),
     }
 }
 

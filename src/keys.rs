@@ -51,6 +51,10 @@ pub const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
 pub const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
 /// Completion index of an Indexed Job's pod.
 pub const JOB_COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
+/// The uid of the Job that made a pod, as the Job controller labels it.
+pub const JOB_CONTROLLER_UID_LABEL: &str = "batch.kubernetes.io/controller-uid";
+/// The same, as Kubernetes before 1.27 labelled it (still set beside the new one).
+pub const LEGACY_CONTROLLER_UID_LABEL: &str = "controller-uid";
 
 /// Pod-template annotation the webhook stamps on a TAS Job: the gang size (Kueue's pod
 /// count of the Job), so the extender knows the group of a Job's pod even before its cluster

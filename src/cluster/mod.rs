@@ -22,6 +22,7 @@ use crate::topology::{NodeInfo, PodSetSpec, ResourceList};
 
 pub mod admit;
 pub mod group;
+pub mod incarnation;
 pub mod kueue;
 pub mod live;
 mod load;
@@ -123,6 +124,8 @@ pub struct BoundPod {
     pub labels: BTreeMap<String, String>,
     /// `metadata.annotations`.
     pub annotations: BTreeMap<String, String>,
+    /// Which creation of its Job made it.
+    pub incarnation: incarnation::Incarnation,
 }
 
 impl BoundPod {

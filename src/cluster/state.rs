@@ -43,6 +43,7 @@ use k8s_openapi::api::core::v1::Toleration;
 use std::borrow::Cow;
 
 use super::group::{GroupKey, PodIndex, PodSetHint};
+use super::incarnation::Incarnation;
 use super::kueue::{ClusterQueue, KueueObjects, LocalQueue, ResourceFlavor, Topology};
 pub use super::pod_resources::{PodResources, ResourceAmounts, ScoringAmounts};
 use super::pod_uid::PodUid;
@@ -80,6 +81,8 @@ pub struct PodUsage {
     pub terminating: bool,
     /// Recorded by a bind and not yet shown by the watch.
     pub assumed: bool,
+    /// Which creation of its Job made it (a Job's pod; unknown for any other).
+    pub incarnation: Incarnation,
 }
 
 impl PodUsage {
@@ -232,6 +235,9 @@ pub struct ClusterState {
     members: HashMap<Arc<GroupKey>, BTreeSet<PodUid>>,
     /// Per running group, the pods that left it and are not replaced yet.
     departed: HashMap<GroupKey, Vec<Departed>>,
+    /// Per Job known from its watch, which creation of it is current (its uid); kept while
+    /// its pods are, after the Job is deleted.
+    job_incarnations: HashMap<GroupKey, Incarnation>,
     /// Per group, the uids of its pods being deleted.
     terminating: HashMap<GroupKey, BTreeSet<PodUid>>,
     /// The pods removed (deleted or finished) lately, which [`ClusterState::assume`] does not
@@ -315,7 +321,7 @@ impl ClusterState {
             state.add_departed(lost);
         }
         for ((namespace, name), workload) in &cluster.jobs {
-            state.apply_job(namespace, name, workload.clone());
+            state.apply_job(namespace, name, workload.clone(), Incarnation::UNKNOWN);
         }
         for (key, entry) in &cluster.sets {
             state.apply_set(key.clone(), entry.clone());
@@ -611,6 +617,7 @@ impl ClusterState {
                 index: pod.index,
                 terminating: pod.terminating,
                 assumed: false,
+                incarnation: pod.incarnation,
             },
         );
     }
@@ -764,7 +771,8 @@ impl ClusterState {
             && self
                 .members(&p.group)
                 .any(|m| !m.terminating && m.pod_set == p.pod_set && m.index == p.index);
-        if self.members.contains_key(&p.group) && !replaced {
+        let current = p.incarnation.belongs_to(self.incarnation_of(&p.group));
+        if self.members.contains_key(&p.group) && !replaced && current {
             let gone = self.departed.entry((*p.group).clone()).or_default();
             if gone.len() >= MAX_DEPARTED_PER_GROUP {
                 gone.remove(0);
@@ -836,6 +844,10 @@ impl ClusterState {
             m.remove(uid);
             if m.is_empty() {
                 self.members.remove(&p.group);
+                let job = (p.group.namespace.clone(), p.group.name.clone());
+                if p.group.kind == super::WorkloadKind::Job && !self.jobs.contains_key(&job) {
+                    self.job_incarnations.remove(&*p.group);
+                }
             }
         }
         if p.terminating {
@@ -929,19 +941,53 @@ impl ClusterState {
 
     /// The pods of a group that hold capacity (bound, or being bound by kube-tas).
     pub fn members(&self, group: &GroupKey) -> impl Iterator<Item = &PodUsage> {
+        let current = self.incarnation_of(group);
         self.members
             .get(group)
             .into_iter()
             .flatten()
             .filter_map(|uid| self.pods.get(uid))
+            .filter(move |p| p.incarnation.belongs_to(current))
+    }
+
+    /// The creation of `group`'s Job the state knows (unknown for any other kind of group).
+    /// Pods of an earlier creation still recorded (being deleted) are no members of it.
+    fn incarnation_of(&self, group: &GroupKey) -> Incarnation {
+        if group.kind != super::WorkloadKind::Job || self.job_incarnations.is_empty() {
+            return Incarnation::UNKNOWN;
+        }
+        (self.job_incarnations.get(group).copied()).unwrap_or(Incarnation::UNKNOWN)
     }
 
     // -----------------------------------------------------------------------------------------
     // Jobs and Kueue objects
     // -----------------------------------------------------------------------------------------
 
-    /// An unfinished Job, as a workload (its gang size and template).
-    pub fn apply_job(&mut self, namespace: &str, name: &str, workload: Workload) {
+    /// An unfinished Job, as a workload (its gang size and template), made as `incarnation`
+    /// (its uid). A Job created again under its name is a new workload: the places its
+    /// predecessor's pods left are forgotten, and those pods still recorded (being deleted)
+    /// are no members of it.
+    pub fn apply_job(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        workload: Workload,
+        incarnation: Incarnation,
+    ) {
+        if incarnation != Incarnation::UNKNOWN {
+            let group = GroupKey {
+                kind: super::WorkloadKind::Job,
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+            };
+            if self.incarnation_of(&group) != incarnation {
+                let before = self.job_incarnations.insert(group.clone(), incarnation);
+                if before.is_some() {
+                    self.departed.remove(&group);
+                }
+                self.workloads_generation += 1;
+            }
+        }
         let key = (namespace.to_string(), name.to_string());
         if self.jobs.get(&key) != Some(&workload) {
             self.jobs.insert(key, workload);
@@ -952,11 +998,16 @@ impl ClusterState {
     /// A Job deleted or finished.
     pub fn delete_job(&mut self, namespace: &str, name: &str) -> bool {
         // A Job created again under the same name is a new workload: nothing to replace.
-        self.departed.remove(&GroupKey {
+        let group = GroupKey {
             kind: super::WorkloadKind::Job,
             namespace: namespace.to_string(),
             name: name.to_string(),
-        });
+        };
+        self.departed.remove(&group);
+        // Kept while the Job's pods are (they are told from a new Job's by it).
+        if !self.members.contains_key(&group) {
+            self.job_incarnations.remove(&group);
+        }
         let removed = self
             .jobs
             .remove(&(namespace.to_string(), name.to_string()))

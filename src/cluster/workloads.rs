@@ -424,6 +424,7 @@ pub fn bound_pod_of(pod: &Pod) -> Result<Option<BoundPod>, FieldError> {
         terminating: meta.deletion_timestamp.is_some(),
         labels: meta.labels.clone().unwrap_or_default(),
         annotations,
+        incarnation: super::incarnation::Incarnation::of_pod(meta),
     }))
 }
 

@@ -4,6 +4,7 @@
 use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodSpec};
 
 use crate::cluster::group::{GroupKey, PodIndex, PodSetHint};
+use crate::cluster::incarnation::Incarnation;
 use crate::cluster::pod_requests::scoring_requests;
 use crate::cluster::{
     controller_job_ref, managed_by_kueue, name_or_generate_name, namespace_or_default,
@@ -39,6 +40,8 @@ pub struct PodFacts {
     pub kueue_managed: bool,
     /// What Events about its group are recorded on: its controller Job, else the pod itself.
     pub owner: ObjectReference,
+    /// Which creation of its Job made it.
+    pub incarnation: Incarnation,
 }
 
 impl PodFacts {
@@ -121,6 +124,7 @@ impl PodFacts {
             tas_marked,
             kueue_managed,
             owner,
+            incarnation: Incarnation::of_pod(meta),
         })
     }
 }

@@ -44,6 +44,7 @@ use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use crate::cluster::WorkloadKind;
 use crate::cluster::admit::{Route, RoutedPodSet, RoutedWorkload, route};
 use crate::cluster::group::{LWS_LEADER_POD_SET, LWS_WORKER_POD_SET, PodIndex, PodSetHint};
+use crate::cluster::incarnation::Incarnation;
 use crate::cluster::state::{
     ClusterState, FlavorTopology, NodeId, PodResources, PodUsage, ScoringAmounts,
 };
@@ -596,6 +597,7 @@ struct SeenPod {
     /// Kueue's own TAS placed it: bound where the scheduler chose, kube-tas's holds aside.
     kueue_managed: bool,
     owner: ObjectReference,
+    incarnation: Incarnation,
     requests: ResourceList,
     scoring: ResourceList,
     bound_to: Option<String>,
@@ -1116,6 +1118,7 @@ impl PlanBook {
                 index: facts.index(),
                 kueue_managed: facts.kueue_managed,
                 owner: facts.owner.clone(),
+                incarnation: facts.incarnation,
                 requests: facts.requests.clone(),
                 scoring: facts.scoring.clone(),
                 bound_to: None,
@@ -1355,6 +1358,7 @@ impl PlanBook {
         seen.seen = now;
         let key = seen.key.clone();
         let (pod_set, index) = (seen.pod_set.clone(), seen.index);
+        let incarnation = seen.incarnation;
         let requests = seen.requests.clone();
         let scoring = seen.scoring.clone();
         // Whether the room held for the pod is more than its usage recorded below: then
@@ -1410,6 +1414,7 @@ impl PlanBook {
                 index,
                 terminating: false,
                 assumed: true,
+                incarnation,
             },
         );
         // Not recorded: the watch showed the pod bound first (its usage counted beside the

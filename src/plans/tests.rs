@@ -786,7 +786,8 @@ fn a_job_created_again_smaller_under_its_name_is_planned_anew() {
     assert!(b.state.delete_job("default", "huge"));
     let smaller = load(&format!("{}{}", base_yaml(2), job_yaml("huge", 3, 2, RACK)));
     let workload = smaller.jobs[&("default".to_string(), "huge".to_string())].clone();
-    b.state.apply_job("default", "huge", workload);
+    b.state
+        .apply_job("default", "huge", workload, Incarnation::UNKNOWN);
     let seat = seat_of(&mut b, &job_pod("huge", 0, 2), t0);
     assert!(names.contains(&seat), "{seat}");
     assert_eq!(b.stats().seats_held, 3);

@@ -13,6 +13,7 @@ use kube::runtime::watcher;
 use serde::de::DeserializeOwned;
 
 use crate::cluster::group::GroupKey;
+use crate::cluster::incarnation::Incarnation;
 use crate::cluster::kueue::{ClusterQueue, KueueWorkload, LocalQueue, ResourceFlavor, Topology};
 use crate::cluster::live::watched_fields::{NodeFields, PodFields, watched_object};
 use crate::cluster::load::node_info;
@@ -211,7 +212,12 @@ impl WatchedKind for Job {
             return;
         }
         match workload_of_job(obj) {
-            Ok(workload) => state.apply_job(&namespace, &name, workload),
+            Ok(workload) => state.apply_job(
+                &namespace,
+                &name,
+                workload,
+                Incarnation::of_uid(obj.metadata.uid.as_deref()),
+            ),
             Err(e) => {
                 tracing::warn!(job = %format_args!("{namespace}/{name}"), error = %e,
                     "Job not known to placement: its pods are treated as single pods");
@@ -533,6 +539,7 @@ mod tests {
             terminating: false,
             labels: Default::default(),
             annotations: Default::default(),
+            incarnation: Default::default(),
         };
         for uid in ["p1", "p2", "p3", "p4"] {
             s.apply_bound_pod(&pod(uid));

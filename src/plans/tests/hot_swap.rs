@@ -6,6 +6,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::core::v1::Taint;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use super::*;
 
@@ -576,4 +577,42 @@ fn a_pod_pinned_to_a_node_pods_fill_is_not_told_of_holds() {
     assert!(pass.is_empty(), "{pass:?}");
     assert!(reason.contains("has no room left for the pod"), "{reason}");
     assert!(!reason.contains("held"), "{reason}");
+}
+
+/// A Job deleted and created again under its name while the first Job's pods are still being
+/// deleted is a new workload, as Kueue makes a new Workload for it: its pods are planned as a
+/// gang of their own (its seats held), not sent one by one to the nodes of the first Job's
+/// pods of the same index as if they replaced them.
+#[test]
+fn a_job_created_again_while_the_first_ones_pods_are_deleted_is_planned_anew() {
+    let mut b = running_train("");
+    let job = b.cluster.jobs[&("default".to_string(), "train".to_string())].clone();
+    let first = Incarnation::of_uid(Some("job-uid-train"));
+    b.state.apply_job("default", "train", job.clone(), first);
+    assert!(b.state.delete_job("default", "train"));
+    for i in 0..4 {
+        terminating(&mut b, "train", i);
+    }
+    let second = "job-uid-train-again";
+    b.state
+        .apply_job("default", "train", job, Incarnation::of_uid(Some(second)));
+    let mut pod = recreated("train", 1);
+    pod.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: "batch/v1".into(),
+        kind: "Job".into(),
+        name: "train".into(),
+        uid: second.into(),
+        controller: Some(true),
+        ..Default::default()
+    }]);
+    let names = all_nodes(&b);
+    let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
+    let verdict = b.filter(&pod, &candidates, Instant::now());
+    let FilterVerdict::Only { pass, rejected, .. } = &verdict else {
+        panic!("{verdict:?}")
+    };
+    assert_eq!(pass.len(), 1, "{verdict:?}");
+    assert!(!rejected.reason.contains("replaces"), "{rejected:?}");
+    let s = b.stats();
+    assert_eq!((s.plans_made, s.seats_held), (1, 4), "{s:?}");
 }
