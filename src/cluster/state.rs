@@ -124,6 +124,8 @@ pub struct Departed {
     pub index: PodIndex,
     /// The node it held capacity on.
     pub node: NodeId,
+    /// Which creation of its Job it was made by.
+    pub incarnation: Incarnation,
 }
 
 /// Departures remembered per group, at most (the oldest are forgotten first).
@@ -781,6 +783,7 @@ impl ClusterState {
                 pod_set: p.pod_set,
                 index: p.index,
                 node: p.node,
+                incarnation: p.incarnation,
             });
         }
         self.forget_departed_if_idle(&p.group);
@@ -820,6 +823,7 @@ impl ClusterState {
                 pod_set: lost.pod_set.clone(),
                 index: lost.index,
                 node,
+                incarnation: Incarnation::UNKNOWN,
             });
     }
 
@@ -950,6 +954,19 @@ impl ClusterState {
             .filter(move |p| p.incarnation.belongs_to(current))
     }
 
+    /// `incarnation` is the creation of `group`'s Job from now on: places left by pods of
+    /// another are forgotten.
+    fn make_current(&mut self, group: &GroupKey, incarnation: Incarnation) {
+        self.job_incarnations.insert(group.clone(), incarnation);
+        if let Some(gone) = self.departed.get_mut(group) {
+            gone.retain(|d| d.incarnation.belongs_to(incarnation));
+            if gone.is_empty() {
+                self.departed.remove(group);
+            }
+        }
+        self.workloads_generation += 1;
+    }
+
     /// The creation of `group`'s Job the state knows (unknown for any other kind of group).
     /// Pods of an earlier creation still recorded (being deleted) are no members of it.
     fn incarnation_of(&self, group: &GroupKey) -> Incarnation {
@@ -981,11 +998,7 @@ impl ClusterState {
                 name: name.to_string(),
             };
             if self.incarnation_of(&group) != incarnation {
-                let before = self.job_incarnations.insert(group.clone(), incarnation);
-                if before.is_some() {
-                    self.departed.remove(&group);
-                }
-                self.workloads_generation += 1;
+                self.make_current(&group, incarnation);
             }
         }
         let key = (namespace.to_string(), name.to_string());

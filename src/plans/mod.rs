@@ -989,6 +989,7 @@ impl PlanBook {
         }
         let planned = self
             .planned_key(&facts.group, &facts.pod_set)
+            .filter(|key| !self.drop_if_of_another_creation(key, &facts.owner))
             .filter(|key| !self.drop_if_seats_failed(state, key));
         let key = match planned {
             Some(key) => key,
@@ -1093,6 +1094,45 @@ impl PlanBook {
                 key.group
             ),
         );
+    }
+
+    /// A plan made for another creation of the pod's Job (the Job deleted and created again
+    /// under its name while its gang was waiting) is dropped, its holds given back, so that
+    /// the new Job is planned whole rather than taking the first one's seats; `true` when it
+    /// was. A plan with a Binding in flight stays until that bind ends.
+    fn drop_if_of_another_creation(&mut self, key: &PlanKey, owner: &ObjectReference) -> bool {
+        let Some(plan) = self.plans.get(key) else {
+            return false;
+        };
+        let uid = |o: &ObjectReference| o.uid.clone().filter(|u| !u.is_empty());
+        let another = key.group.kind == WorkloadKind::Job
+            && owner.kind.as_deref() == Some("Job")
+            && plan.owner.kind.as_deref() == Some("Job")
+            && matches!((uid(&plan.owner), uid(owner)), (Some(a), Some(b)) if a != b);
+        if !another || plan.binding_in_flight() {
+            return false;
+        }
+        let keys: Vec<PlanKey> = (self.plans.iter())
+            .filter(|(k, p)| k.group == key.group && !p.binding_in_flight())
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in keys {
+            if let Some(plan) = self.remove_plan(&k) {
+                tracing::info!(group = %k, "plan dropped: its Job was created again");
+                let seats = plan.seats.iter().filter(|s| s.holds()).count();
+                self.notice(
+                    &plan.owner,
+                    false,
+                    "TopologyPlanReleased",
+                    format!(
+                        "{} was deleted and created again: kube-tas released the first Job's \
+                         plan and gave back the room of its {seats} seat(s) not yet bound",
+                        k.group
+                    ),
+                );
+            }
+        }
+        true
     }
 
     /// Removes a plan and gives back the holds of its seats not bound.

@@ -286,19 +286,28 @@ fn node_seen(state: &ClusterState, node: NodeId) -> NodeSeen<'_> {
 }
 
 /// The node of the asking pod's predecessor: a pod of its group in the same place that is
-/// being deleted, else one that left the group.
+/// being deleted, else one that left the group; made by the same creation of its Job as the
+/// asking pod (a Job created again before its watch shows it replaces nothing either).
 fn predecessor_node(state: &ClusterState, facts: &PodFacts) -> Option<NodeId> {
     let index = facts.index();
     let group = &facts.group;
+    let ours = facts.incarnation;
     state
         .members(group)
-        .find(|p| p.terminating && p.pod_set == facts.pod_set && p.index == index)
+        .find(|p| {
+            p.terminating
+                && p.pod_set == facts.pod_set
+                && p.index == index
+                && p.incarnation.belongs_to(ours)
+        })
         .map(|p| p.node)
         .or_else(|| {
             state
                 .departed(group)
                 .iter()
-                .find(|d| d.pod_set == facts.pod_set && d.index == index)
+                .find(|d| {
+                    d.pod_set == facts.pod_set && d.index == index && d.incarnation.belongs_to(ours)
+                })
                 .map(|d| d.node)
         })
 }

@@ -489,6 +489,30 @@ fn a_job_created_again_under_its_name_inherits_nothing_from_the_first() {
     assert!(s.job_incarnations.is_empty());
 }
 
+/// After a restart the pods may be listed before the Jobs: a place a first Job's pod left
+/// while no Job was known is forgotten when the Job shows up as another creation, and kept
+/// when it shows up as the same.
+#[test]
+fn a_place_left_before_the_job_was_known_is_kept_only_for_its_own_creation() {
+    for (job_uid, kept) in [("uid-a", 1), ("uid-b", 0)] {
+        let mut s = ClusterState::new();
+        for n in ["n1", "n2"] {
+            s.apply_node(node(n, "r1", 8));
+        }
+        s.apply_bound_pod(&made_by("uid-a", "a0", 0, "n1"));
+        s.apply_bound_pod(&made_by("uid-a", "a1", 1, "n2"));
+        assert!(s.remove_pod("a1"));
+        assert_eq!(s.departed(&train()).len(), 1);
+        s.apply_job(
+            "default",
+            "train",
+            train_job(),
+            Incarnation::of_uid(Some(job_uid)),
+        );
+        assert_eq!(s.departed(&train()).len(), kept, "Job {job_uid}");
+    }
+}
+
 #[test]
 fn a_pod_succeeded_or_already_replaced_leaves_nothing_to_replace() {
     let mut s = ClusterState::new();

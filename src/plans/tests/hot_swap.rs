@@ -616,3 +616,58 @@ fn a_job_created_again_while_the_first_ones_pods_are_deleted_is_planned_anew() {
     let s = b.stats();
     assert_eq!((s.plans_made, s.seats_held), (1, 4), "{s:?}");
 }
+
+/// Pod `index` of the second creation of Job `job` (its Job's uid in its owner reference).
+fn of_second_creation(job: &str, index: usize) -> Pod {
+    let mut pod = recreated(job, index);
+    pod.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: "batch/v1".into(),
+        kind: "Job".into(),
+        name: job.into(),
+        uid: format!("job-uid-{job}-again"),
+        controller: Some(true),
+        ..Default::default()
+    }]);
+    pod
+}
+
+/// A pod of a Job created again is no successor of the first Job's pod of its index, even
+/// before the Job watch shows the new Job: it is not sent to the node that pod is leaving.
+#[test]
+fn a_pod_of_a_job_created_again_replaces_no_pod_of_the_first() {
+    let mut b = running_train("");
+    terminating(&mut b, "train", 1);
+    let names = all_nodes(&b);
+    let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
+    // The first Job's own pod made again goes back (the check can see a predecessor).
+    let (pass, _) = filter_recreated(&mut b, 1);
+    assert_eq!(pass, ["b1-r2-h1"]);
+    let verdict = b.filter(&of_second_creation("train", 1), &candidates, Instant::now());
+    let reason = match &verdict {
+        FilterVerdict::Only { rejected, .. } => rejected.reason.to_string(),
+        other => format!("{other:?}"),
+    };
+    assert!(!reason.contains("replaces"), "{reason}");
+}
+
+/// A Job deleted and created again while the first one's gang waited for its seats: the
+/// first Job's plan is released at the new Job's first pod, which is planned whole.
+#[test]
+fn a_plan_of_a_job_created_again_is_made_anew() {
+    let mut b = book(2, &job_yaml("train", 2, 1, RACK));
+    seat_of(&mut b, &job_pod("train", 0, 1), Instant::now());
+    assert_eq!((b.stats().plans_made, b.stats().seats_held), (1, 2));
+    seat_of(&mut b, &of_second_creation("train", 0), Instant::now());
+    let s = b.stats();
+    assert_eq!((s.plans_made, s.seats_held), (2, 2), "{s:?}");
+    let notices = b.book.take_notices();
+    assert!(
+        notices.iter().any(|n| n.reason == "TopologyPlanReleased"
+            && n.note.contains("created again")
+            && n.note.contains("2 seat(s)")),
+        "{notices:?}"
+    );
+    // Its second pod takes the new plan's other seat: no third plan.
+    seat_of(&mut b, &of_second_creation("train", 1), Instant::now());
+    assert_eq!(b.stats().plans_made, 2);
+}
