@@ -969,7 +969,7 @@ impl ClusterState {
 
     /// The creation of `group`'s Job the state knows (unknown for any other kind of group).
     /// Pods of an earlier creation still recorded (being deleted) are no members of it.
-    fn incarnation_of(&self, group: &GroupKey) -> Incarnation {
+    pub fn incarnation_of(&self, group: &GroupKey) -> Incarnation {
         if group.kind != super::WorkloadKind::Job || self.job_incarnations.is_empty() {
             return Incarnation::UNKNOWN;
         }

@@ -987,9 +987,26 @@ impl PlanBook {
                 Successor::Unknown => {}
             }
         }
+        let current = state.incarnation_of(&facts.group);
+        if !facts.incarnation.belongs_to(current) {
+            // A pod of a Job deleted and created again (the garbage collector deletes it).
+            return FilterVerdict::Only {
+                seat: false,
+                pass: Vec::new(),
+                rejected: Rejection {
+                    reason: format!(
+                        "node(s) are not for pod {}: {} was created again since this pod's \
+                         Job made it, and only the new Job's pods are placed",
+                        facts.name, facts.group
+                    )
+                    .into(),
+                    unresolvable: false,
+                },
+            };
+        }
         let planned = self
             .planned_key(&facts.group, &facts.pod_set)
-            .filter(|key| !self.drop_if_of_another_creation(key, &facts.owner))
+            .filter(|key| !self.drop_if_of_another_creation(key, current))
             .filter(|key| !self.drop_if_seats_failed(state, key));
         let key = match planned {
             Some(key) => key,
@@ -1096,20 +1113,19 @@ impl PlanBook {
         );
     }
 
-    /// A plan made for another creation of the pod's Job (the Job deleted and created again
-    /// under its name while its gang was waiting) is dropped, its holds given back, so that
-    /// the new Job is planned whole rather than taking the first one's seats; `true` when it
-    /// was. A plan with a Binding in flight stays until that bind ends.
-    fn drop_if_of_another_creation(&mut self, key: &PlanKey, owner: &ObjectReference) -> bool {
+    /// A plan made for another creation of its Job than `current` (the Job deleted and
+    /// created again under its name while its gang was waiting) is dropped, its holds given
+    /// back, so that the new Job is planned whole rather than taking the first one's seats;
+    /// `true` when it was. A plan with a Binding in flight stays until that bind ends.
+    fn drop_if_of_another_creation(&mut self, key: &PlanKey, current: Incarnation) -> bool {
         let Some(plan) = self.plans.get(key) else {
             return false;
         };
-        let uid = |o: &ObjectReference| o.uid.clone().filter(|u| !u.is_empty());
-        let another = key.group.kind == WorkloadKind::Job
-            && owner.kind.as_deref() == Some("Job")
-            && plan.owner.kind.as_deref() == Some("Job")
-            && matches!((uid(&plan.owner), uid(owner)), (Some(a), Some(b)) if a != b);
-        if !another || plan.binding_in_flight() {
+        let made_for = match plan.owner.kind.as_deref() {
+            Some("Job") => Incarnation::of_uid(plan.owner.uid.as_deref()),
+            _ => Incarnation::UNKNOWN,
+        };
+        if made_for.belongs_to(current) || plan.binding_in_flight() {
             return false;
         }
         let keys: Vec<PlanKey> = (self.plans.iter())

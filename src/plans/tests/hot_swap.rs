@@ -650,13 +650,20 @@ fn a_pod_of_a_job_created_again_replaces_no_pod_of_the_first() {
     assert!(!reason.contains("replaces"), "{reason}");
 }
 
-/// A Job deleted and created again while the first one's gang waited for its seats: the
-/// first Job's plan is released at the new Job's first pod, which is planned whole.
+/// A Job deleted and created again while the first one's gang waited for its seats: once the
+/// Job watch shows the new Job, the first Job's plan is released at the new Job's first pod,
+/// which is planned whole; a pending pod of the first Job still asking is placed nowhere (the
+/// garbage collector deletes it), and drops nothing.
 #[test]
 fn a_plan_of_a_job_created_again_is_made_anew() {
     let mut b = book(2, &job_yaml("train", 2, 1, RACK));
+    let names = all_nodes(&b);
+    let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
     seat_of(&mut b, &job_pod("train", 0, 1), Instant::now());
     assert_eq!((b.stats().plans_made, b.stats().seats_held), (1, 2));
+    let job = b.cluster.jobs[&("default".to_string(), "train".to_string())].clone();
+    let second = Incarnation::of_uid(Some("job-uid-train-again"));
+    b.state.apply_job("default", "train", job, second);
     seat_of(&mut b, &of_second_creation("train", 0), Instant::now());
     let s = b.stats();
     assert_eq!((s.plans_made, s.seats_held), (2, 2), "{s:?}");
@@ -667,7 +674,15 @@ fn a_plan_of_a_job_created_again_is_made_anew() {
             && n.note.contains("2 seat(s)")),
         "{notices:?}"
     );
-    // Its second pod takes the new plan's other seat: no third plan.
+    // The first Job's other pod, still pending: turned away, the new plan kept.
+    let verdict = b.filter(&job_pod("train", 1, 1), &candidates, Instant::now());
+    assert!(
+        matches!(&verdict, FilterVerdict::Only { pass, rejected, .. }
+            if pass.is_empty() && rejected.reason.contains("created again")),
+        "{verdict:?}"
+    );
+    assert_eq!((b.stats().plans_made, b.stats().seats_held), (2, 2));
+    // The new Job's second pod takes the new plan's other seat: no third plan.
     seat_of(&mut b, &of_second_creation("train", 1), Instant::now());
     assert_eq!(b.stats().plans_made, 2);
 }
