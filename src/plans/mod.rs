@@ -989,14 +989,16 @@ impl PlanBook {
         }
         let current = state.incarnation_of(&facts.group);
         if !facts.incarnation.belongs_to(current) {
-            // A pod of a Job deleted and created again (the garbage collector deletes it).
+            // A pod of a Job deleted and created again (the garbage collector deletes it), or
+            // of the new Job while the Job watch has not shown it yet (asked again later).
             return FilterVerdict::Only {
                 seat: false,
                 pass: Vec::new(),
                 rejected: Rejection {
                     reason: format!(
-                        "node(s) are not for pod {}: {} was created again since this pod's \
-                         Job made it, and only the new Job's pods are placed",
+                        "node(s) are not for pod {}: another creation of {} than the one \
+                         kube-tas knows made it (the Job was deleted and created again); only \
+                         the current Job's pods are placed",
                         facts.name, facts.group
                     )
                     .into(),

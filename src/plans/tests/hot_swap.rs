@@ -678,7 +678,7 @@ fn a_plan_of_a_job_created_again_is_made_anew() {
     let verdict = b.filter(&job_pod("train", 1, 1), &candidates, Instant::now());
     assert!(
         matches!(&verdict, FilterVerdict::Only { pass, rejected, .. }
-            if pass.is_empty() && rejected.reason.contains("created again")),
+            if pass.is_empty() && rejected.reason.contains("deleted and created again")),
         "{verdict:?}"
     );
     assert_eq!((b.stats().plans_made, b.stats().seats_held), (2, 2));
