@@ -586,6 +586,15 @@ fn reopen_vanished_seats(
     gone.len() as u64
 }
 
+/// Why plans are released before their pods came ([`PlanBook::release_plans`]).
+#[derive(Debug, Clone, Copy)]
+enum Released {
+    /// Kueue manages the group now.
+    ToKueue,
+    /// The group's Job was deleted and created again; the plan was the first one's.
+    JobCreatedAgain,
+}
+
 /// A pod kube-tas has seen in `filter` (what `bind` needs to record it).
 #[derive(Debug, Clone)]
 struct SeenPod {
@@ -1083,36 +1092,46 @@ impl PlanBook {
         {
             return;
         }
+        self.release_plans(|k| k.group == *group, Released::ToKueue);
+    }
+
+    /// Removes every plan `of` picks that has no Binding in flight (those stay until their
+    /// bind ends), giving back its holds, and says why on its owner.
+    fn release_plans(&mut self, of: impl Fn(&PlanKey) -> bool, why: Released) {
         let keys: Vec<PlanKey> = (self.plans.iter())
-            .filter(|(k, p)| k.group == *group && !p.binding_in_flight())
+            .filter(|(k, p)| of(k) && !p.binding_in_flight())
             .map(|(k, _)| k.clone())
             .collect();
         for key in keys {
-            self.release_to_kueue(&key);
+            let Some(plan) = self.remove_plan(&key) else {
+                continue;
+            };
+            let seats = plan.seats.iter().filter(|s| s.holds()).count();
+            let note = match why {
+                Released::ToKueue => {
+                    tracing::info!(group = %key, seats, "plan released: Kueue manages the group");
+                    let plan_of = match key.pod_set.as_str() {
+                        MAIN_POD_SET => String::new(),
+                        pod_set => format!(" for pod set {pod_set}"),
+                    };
+                    format!(
+                        "Kueue manages {} now: kube-tas released its plan{plan_of} and gave back \
+                         the room of its {seats} seat(s) not yet bound; Kueue's TAS places the \
+                         pods",
+                        key.group
+                    )
+                }
+                Released::JobCreatedAgain => {
+                    tracing::info!(group = %key, "plan dropped: its Job was created again");
+                    format!(
+                        "{} was deleted and created again: kube-tas released the first Job's \
+                         plan and gave back the room of its {seats} seat(s) not yet bound",
+                        key.group
+                    )
+                }
+            };
+            self.notice(&plan.owner, false, "TopologyPlanReleased", note);
         }
-    }
-
-    /// Removes the plan of a group Kueue manages, and says so on its owner.
-    fn release_to_kueue(&mut self, key: &PlanKey) {
-        let Some(plan) = self.remove_plan(key) else {
-            return;
-        };
-        let seats = plan.seats.iter().filter(|s| s.holds()).count();
-        tracing::info!(group = %key, seats, "plan released: Kueue manages the group");
-        let plan_of = match key.pod_set.as_str() {
-            MAIN_POD_SET => String::new(),
-            pod_set => format!(" for pod set {pod_set}"),
-        };
-        self.notice(
-            &plan.owner,
-            false,
-            "TopologyPlanReleased",
-            format!(
-                "Kueue manages {} now: kube-tas released its plan{plan_of} and gave back the \
-                 room of its {seats} seat(s) not yet bound; Kueue's TAS places the pods",
-                key.group
-            ),
-        );
     }
 
     /// A plan made for another creation of its Job than `current` (the Job deleted and
@@ -1130,26 +1149,8 @@ impl PlanBook {
         if made_for.belongs_to(current) || plan.binding_in_flight() {
             return false;
         }
-        let keys: Vec<PlanKey> = (self.plans.iter())
-            .filter(|(k, p)| k.group == key.group && !p.binding_in_flight())
-            .map(|(k, _)| k.clone())
-            .collect();
-        for k in keys {
-            if let Some(plan) = self.remove_plan(&k) {
-                tracing::info!(group = %k, "plan dropped: its Job was created again");
-                let seats = plan.seats.iter().filter(|s| s.holds()).count();
-                self.notice(
-                    &plan.owner,
-                    false,
-                    "TopologyPlanReleased",
-                    format!(
-                        "{} was deleted and created again: kube-tas released the first Job's \
-                         plan and gave back the room of its {seats} seat(s) not yet bound",
-                        k.group
-                    ),
-                );
-            }
-        }
+        let group = key.group.clone();
+        self.release_plans(|k| k.group == group, Released::JobCreatedAgain);
         true
     }
 
@@ -2187,13 +2188,7 @@ impl PlanBook {
         // A plan of a group Kueue manages now is released when a pod of the group asks; this
         // releases it when none asks again (its pods bound elsewhere, a bind that was in flight
         // ended).
-        let kueues: Vec<PlanKey> = (self.plans.iter())
-            .filter(|(k, p)| !p.binding_in_flight() && state.kueue_manages(&k.group))
-            .map(|(k, _)| k.clone())
-            .collect();
-        for key in kueues {
-            self.release_to_kueue(&key);
-        }
+        self.release_plans(|k| state.kueue_manages(&k.group), Released::ToKueue);
         // The PodSets of one workload expire together: a pod of any of them keeps them all.
         let mut latest: HashMap<&GroupKey, Instant> = HashMap::new();
         for (key, plan) in &self.plans {
